@@ -1,0 +1,104 @@
+#include "core/wire/fpdu_encoder.h"
+
+#include <algorithm>
+
+#include "core/util/byte_order.h"
+#include "core/wire/crc32c.h"
+
+namespace rdma_interop::wire {
+namespace {
+
+// An FPDU of at most 64 KiB on the wire meets at most 129 marker positions.
+constexpr std::size_t kMaxMarkersPerFpdu = 160;
+
+std::uint16_t effective_max_ulpdu(const FpduOptions& o) {
+  return o.markers ? std::min(o.max_ulpdu, kMaxUlpduWithMarkers) : o.max_ulpdu;
+}
+
+}  // namespace
+
+FpduFrame::FpduFrame() {
+  // Reserved once so that spans into markers_ stay valid while a frame is built.
+  markers_.reserve(kMaxMarkersPerFpdu);
+  slices_.reserve(2 * kMaxMarkersPerFpdu + 8);
+}
+
+void FpduFrame::clear() {
+  markers_.clear();
+  slices_.clear();
+  wire_length_ = 0;
+}
+
+void FpduFrame::append_to(std::vector<std::uint8_t>& out) const {
+  out.reserve(out.size() + wire_length_);
+  for (auto s : slices_) out.insert(out.end(), s.begin(), s.end());
+}
+
+FpduEncoder::FpduEncoder(const FpduOptions& options) : options_(options) {}
+
+void FpduEncoder::place_marker_if_due(FpduFrame& out) {
+  if (!options_.markers || stream_position_ % kMarkerInterval != 0) return;
+  // RFC 5044 s4.3: FPDUPTR is the distance back to this FPDU's ULPDU_Length; a marker at
+  // the FPDU's very first octet belongs to it and carries 0.
+  const std::uint64_t back =
+      stream_position_ == fpdu_start_ ? 0 : stream_position_ - length_field_position_;
+  auto& m = out.markers_.emplace_back();
+  m = {0, 0, static_cast<std::uint8_t>(back >> 8), static_cast<std::uint8_t>(back)};
+  out.slices_.emplace_back(m);
+  if (options_.crc) crc_running_ = crc32c_update(crc_running_, m);
+  stream_position_ += kMarkerLen;
+  out.wire_length_ += kMarkerLen;
+}
+
+void FpduEncoder::emit(std::span<const std::uint8_t> bytes, FpduFrame& out) {
+  while (!bytes.empty()) {
+    place_marker_if_due(out);
+    std::size_t n = bytes.size();
+    if (options_.markers) {
+      n = std::min<std::size_t>(n, kMarkerInterval - stream_position_ % kMarkerInterval);
+    }
+    auto piece = bytes.first(n);
+    out.slices_.push_back(piece);
+    if (options_.crc) crc_running_ = crc32c_update(crc_running_, piece);
+    stream_position_ += n;
+    out.wire_length_ += n;
+    bytes = bytes.subspan(n);
+  }
+}
+
+Expected<std::size_t, WireError> FpduEncoder::encode(
+    std::span<const std::span<const std::uint8_t>> parts, FpduFrame& out) {
+  std::size_t ulpdu_length = 0;
+  for (auto p : parts) ulpdu_length += p.size();
+  if (ulpdu_length > effective_max_ulpdu(options_)) {
+    return unexpected(WireError::kFpduUlpduTooLong);
+  }
+
+  out.clear();
+  fpdu_start_ = stream_position_;
+  const bool leading_marker = options_.markers && fpdu_start_ % kMarkerInterval == 0;
+  length_field_position_ = fpdu_start_ + (leading_marker ? kMarkerLen : 0);
+  crc_running_ = kCrc32cInit;
+
+  store_be16(out.length_field_.data(), static_cast<std::uint16_t>(ulpdu_length));
+  emit(out.length_field_, out);
+  for (auto p : parts) emit(p, out);
+
+  // RFC 5044 s4.1: pad so that ULPDU_Length + ULPDU + PAD is a multiple of 4.
+  const std::size_t pad = (kFpduAlignment - (kUlpduLengthLen + ulpdu_length) % kFpduAlignment) %
+                          kFpduAlignment;
+  std::fill(out.trailer_.begin(), out.trailer_.end(), 0);
+  emit(std::span<const std::uint8_t>(out.trailer_).first(pad), out);
+  // A marker due right before the CRC belongs to this FPDU and is covered by its CRC.
+  place_marker_if_due(out);
+  const auto crc = options_.crc ? crc32c_wire_bytes(crc32c_finish(crc_running_))
+                                : std::array<std::uint8_t, 4>{0, 0, 0, 0};
+  std::copy(crc.begin(), crc.end(), out.trailer_.begin() + static_cast<std::ptrdiff_t>(pad));
+  auto crc_field = std::span<const std::uint8_t>(out.trailer_).subspan(pad, kCrcLen);
+  out.slices_.push_back(crc_field);
+  stream_position_ += kCrcLen;
+  out.wire_length_ += kCrcLen;
+  return out.wire_length_;
+}
+
+}  // namespace rdma_interop::wire

@@ -1,0 +1,72 @@
+// fpdu_encoder.h - frames ULPDUs as MPA FPDUs (RFC 5044 s4): ULPDU_Length, pad to 4 octets,
+// CRC32c, and markers every 512 octets of the stream with their FPDU back-pointer.
+//
+// The encoder never copies the caller's payload: an FpduFrame is a list of slices, some
+// pointing into the caller's buffers, some into the frame's own few octets (length field,
+// markers, pad and CRC). A transport hands the slices to writev/sendmsg. The encoder keeps
+// the stream position, so one encoder serves one direction of one connection, in order.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/util/expected.h"
+#include "core/wire/fpdu_options.h"
+#include "core/wire/wire_error.h"
+
+namespace rdma_interop::wire {
+
+// One encoded FPDU as slices in wire order. Valid until the next encode into it, and only
+// while the caller's ULPDU buffers live. Not copyable: slices point into the frame itself.
+class FpduFrame {
+ public:
+  FpduFrame();
+  FpduFrame(const FpduFrame&) = delete;
+  FpduFrame& operator=(const FpduFrame&) = delete;
+
+  const std::vector<std::span<const std::uint8_t>>& slices() const { return slices_; }
+  std::size_t wire_length() const { return wire_length_; }
+  // Copies the FPDU's bytes to the end of `out` (tests, captures, the Python API).
+  void append_to(std::vector<std::uint8_t>& out) const;
+
+ private:
+  friend class FpduEncoder;
+  void clear();
+
+  std::array<std::uint8_t, 2> length_field_{};
+  std::array<std::uint8_t, 8> trailer_{};  // up to 3 pad octets + CRC
+  std::vector<std::array<std::uint8_t, 4>> markers_;
+  std::vector<std::span<const std::uint8_t>> slices_;
+  std::size_t wire_length_ = 0;
+};
+
+class FpduEncoder {
+ public:
+  explicit FpduEncoder(const FpduOptions& options);
+
+  // Frames one ULPDU given as gather parts in order (usually the DDP/RDMAP header, then the
+  // payload). Returns the FPDU's length on the wire; fails with kFpduUlpduTooLong if the
+  // parts add up to more than the MULPDU, and then leaves the stream position unchanged.
+  Expected<std::size_t, WireError> encode(std::span<const std::span<const std::uint8_t>> parts,
+                                          FpduFrame& out);
+
+  // Octets of this direction's FPDU stream written so far (marker phase).
+  std::uint64_t stream_position() const { return stream_position_; }
+  const FpduOptions& options() const { return options_; }
+
+ private:
+  void place_marker_if_due(FpduFrame& out);
+  void emit(std::span<const std::uint8_t> bytes, FpduFrame& out);
+
+  FpduOptions options_;
+  std::uint64_t stream_position_ = 0;
+  // Per-FPDU state while encoding.
+  std::uint64_t fpdu_start_ = 0;
+  std::uint64_t length_field_position_ = 0;
+  std::uint32_t crc_running_ = 0;
+};
+
+}  // namespace rdma_interop::wire
