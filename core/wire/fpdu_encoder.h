@@ -52,6 +52,10 @@ class FpduEncoder {
   // parts add up to more than the MULPDU, and then leaves the stream position unchanged.
   Expected<std::size_t, WireError> encode(std::span<const std::span<const std::uint8_t>> parts,
                                           FpduFrame& out);
+  // The same for a ULPDU that is already one contiguous buffer.
+  Expected<std::size_t, WireError> encode(std::span<const std::uint8_t> ulpdu, FpduFrame& out) {
+    return encode(std::span<const std::span<const std::uint8_t>>(&ulpdu, 1), out);
+  }
 
   // Octets of this direction's FPDU stream written so far (marker phase).
   std::uint64_t stream_position() const { return stream_position_; }

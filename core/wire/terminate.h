@@ -20,7 +20,9 @@ namespace rdma_interop::wire {
 
 struct TerminateMessage {
   TerminateCause cause;
-  // M: the length of the segment that caused the error.
+  // M: the length of the segment that caused the error. The 16-bit field is on the wire
+  // whenever M or D is set; without M it means nothing (RFC 5040 s4.8), so it is sent as
+  // zero and ignored on receipt.
   std::optional<std::uint16_t> ddp_segment_length;
   // D: the DDP (and RDMAP control) header of that segment, as it arrived.
   std::vector<std::uint8_t> ddp_header;

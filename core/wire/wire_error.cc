@@ -1,6 +1,7 @@
 #include "core/wire/wire_error.h"
 
 #include <cstdio>
+#include <ostream>
 
 namespace rdma_interop::wire {
 namespace {
@@ -88,8 +89,7 @@ constexpr ErrorInfo kErrors[] = {
      kRdmapStreamCatastrophic},
 };
 
-static_assert(std::size(kErrors) ==
-              static_cast<std::size_t>(WireError::kTerminateHeaderLengthMismatch) + 1);
+static_assert(std::size(kErrors) == kWireErrorCount);
 
 const ErrorInfo& info(WireError e) { return kErrors[static_cast<std::size_t>(e)]; }
 
@@ -193,6 +193,11 @@ std::string describe(const TerminateCause& c) {
   out.append(layer_name(c.layer)).append("/").append(etype_name(c)).append("/");
   out.append(code_name(c)).append(codes);
   return out;
+}
+
+std::ostream& operator<<(std::ostream& os, WireError e) { return os << error_name(e); }
+std::ostream& operator<<(std::ostream& os, const TerminateCause& cause) {
+  return os << describe(cause);
 }
 
 }  // namespace rdma_interop::wire

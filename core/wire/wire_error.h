@@ -5,9 +5,12 @@
 // type, code) that RFC 5040/5041/5044/6581 say the receiver sends for it. MPA Request/Reply
 // errors happen before FPDU framing exists, so their answer is the MPA code 0x04 ("invalid
 // Request or Reply"), which a revision-2 peer may carry in a Terminate and a revision-1 peer
-// answers by closing the connection.
+// answers by closing the connection. A malformed Terminate is never answered with another
+// Terminate: its mapping names what went wrong, and the receiver just closes.
 #pragma once
 
+#include <cstddef>
+#include <iosfwd>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -52,6 +55,10 @@ enum class WireError : std::uint8_t {
   kTerminateHeaderLengthMismatch,  // D/R flags disagree with the bytes that follow
 };
 
+// How many WireError values there are; they run from 0 to kWireErrorCount - 1.
+inline constexpr std::size_t kWireErrorCount =
+    static_cast<std::size_t>(WireError::kTerminateHeaderLengthMismatch) + 1;
+
 // The (layer, error type, error code) triple of an RDMAP Terminate Control field.
 struct TerminateCause {
   TermLayer layer = TermLayer::kRdmap;
@@ -68,5 +75,9 @@ std::string_view describe(WireError e);
 TerminateCause terminate_for(WireError e);
 // "RDMAP/remote protection/invalid STag" style text for any (layer, etype, code).
 std::string describe(const TerminateCause& cause);
+
+// Values print themselves (test failures, logs): the error_name() and the triple.
+std::ostream& operator<<(std::ostream& os, WireError e);
+std::ostream& operator<<(std::ostream& os, const TerminateCause& cause);
 
 }  // namespace rdma_interop::wire

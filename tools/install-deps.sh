@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# install-deps.sh - installs rdma-interop's build and test dependencies from Debian.
+#
+# Usage: tools/install-deps.sh
+# Installs only what is missing (apt-get, as root; through sudo when not root), so a second
+# run is quick and offline. README.md says why each package is here.
+set -euo pipefail
+
+packages=(
+  # build
+  cmake g++ make pkg-config clang libclang-rt-14-dev
+  # core dependencies
+  libisal-dev libibverbs-dev librdmacm-dev
+  # tests, benchmarks, fuzzing
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # Python bindings and the pytest suites (Debian's, for /usr/bin/python3)
+  python3 python3-dev python3-pybind11 pybind11-dev python3-pytest python3-mypy python3-yaml
+  # captures and the namespace lab
+  tshark tcpdump iproute2 nftables
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+as_root=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${as_root[@]}" apt-get update -qq
+# tshark asks whether non-root users may capture; the default (no) is what a lab wants.
+echo "wireshark-common wireshark-common/install-setuid boolean false" | "${as_root[@]}" debconf-set-selections
+"${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# test-all.sh - installs what it needs, builds, and runs every test tier.
+#
+# Usage: tools/test-all.sh [TIER ...]
+#   Tiers, in order: unit python capture asan fuzz (default: all of them).
+#   tools/test-all.sh unit        GoogleTest unit tests and real-socket peer runs (ctest)
+#   tools/test-all.sh python      pytest of the Python API (rdma_interop package)
+#   tools/test-all.sh capture     real loopback TCP capture decoded by tshark (root)
+#   tools/test-all.sh asan        unit tests built with AddressSanitizer + UBSan
+#   tools/test-all.sh fuzz        each libFuzzer harness for FUZZ_SECONDS (default 60)
+# Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS.
+# Exits non-zero if any tier fails; the last line counts tiers passed and failed.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+root=$(pwd)
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+all_tiers=(unit python capture asan fuzz)
+tiers=("$@")
+[[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
+for t in "${tiers[@]}"; do
+  [[ " ${all_tiers[*]} " == *" $t "* ]] || { echo "test-all: unknown tier '$t' (tiers: ${all_tiers[*]})" >&2; exit 2; }
+done
+
+step() { printf '\n==> %s\n' "$*"; }
+need_root() { [[ $(id -u) -eq 0 ]] && echo "" || echo sudo; }
+
+step "dependencies"
+bash tools/install-deps.sh || exit 1
+
+wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
+
+if wants unit || wants python || wants capture; then
+  step "build ($build)"
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+    cmake --build "$build" -j "$jobs" || exit 1
+  # The Python package and CLIs for /usr/bin/python3 and PATH.
+  $(need_root) cmake --install "$build" >/dev/null || exit 1
+fi
+
+passed=0
+failed=0
+failed_names=()
+run_tier() {
+  local name=$1
+  shift
+  step "tier $name"
+  local start=$SECONDS
+  if "$@"; then
+    passed=$((passed + 1))
+    echo "tier $name: passed in $((SECONDS - start)) s"
+  else
+    failed=$((failed + 1))
+    failed_names+=("$name")
+    echo "tier $name: FAILED in $((SECONDS - start)) s"
+  fi
+}
+
+pytest_tier() {
+  # Exit code 5 (no tests collected) is a failure here: a tier that runs nothing is broken.
+  RDMA_INTEROP_BUILD="$root/$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@"
+}
+
+asan_tier() {
+  cmake -S . -B build-asan -DRDMA_INTEROP_SANITIZE=ON -DRDMA_INTEROP_PYTHON=OFF \
+    -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
+    cmake --build build-asan -j "$jobs" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+      ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE tshark
+}
+
+fuzz_tier() {
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRDMA_INTEROP_FUZZ=ON -DRDMA_INTEROP_TESTS=OFF \
+    -DRDMA_INTEROP_PYTHON=OFF -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
+    cmake --build build-fuzz -j "$jobs" &&
+    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-60}"
+}
+
+wants unit && run_tier unit ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE tshark
+wants python && run_tier python pytest_tier tests/python
+wants capture && run_tier capture ctest --test-dir "$build" --output-on-failure -L tshark
+wants asan && run_tier asan asan_tier
+wants fuzz && run_tier fuzz fuzz_tier
+
+echo
+[[ $failed -eq 0 ]] || echo "failed tiers: ${failed_names[*]}"
+echo "tiers: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]
