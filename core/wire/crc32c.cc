@@ -4,9 +4,33 @@
 
 #include <limits>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace rdma_interop::wire {
+namespace {
+
+#if defined(__x86_64__)
+// ISA-L's crc32_iscsi costs ~15 ns per call on 1-7 octets (its setup outweighs the work),
+// and FPDUs are full of such pieces: pad, markers, length fields. The SSE4.2 CRC32
+// instruction computes the same CRC32c register update in a cycle or two per octet.
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_small_sse42(
+    std::uint32_t running, const std::uint8_t* p, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) running = _mm_crc32_u8(running, p[i]);
+  return running;
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+}  // namespace
 
 std::uint32_t crc32c_update(std::uint32_t running, std::span<const std::uint8_t> bytes) {
+#if defined(__x86_64__)
+  if (bytes.size() < 8 && kHaveSse42) {
+    return crc32c_small_sse42(running, bytes.data(), bytes.size());
+  }
+#endif
   // ISA-L takes an int length; FPDUs are far below that, but stay correct for any span.
   const std::uint8_t* p = bytes.data();
   std::size_t left = bytes.size();

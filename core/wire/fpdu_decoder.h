@@ -55,9 +55,7 @@ class FpduDecoder {
   State state_ = State::kLength;
   std::uint64_t stream_position_ = 0;
   std::uint64_t fpdus_decoded_ = 0;
-  std::uint64_t fpdu_start_ = 0;             // stream position of this FPDU's first octet
-  std::uint64_t length_field_position_ = 0;  // stream position of its ULPDU_Length
-  bool fpdu_started_ = false;
+  std::uint64_t length_field_position_ = 0;  // stream position of this FPDU's ULPDU_Length
   std::uint32_t crc_running_ = 0;
   std::uint16_t ulpdu_length_ = 0;
   std::size_t body_length_ = 0;  // ULPDU + pad

@@ -80,24 +80,41 @@ Expected<std::size_t, WireError> FpduEncoder::encode(
   length_field_position_ = fpdu_start_ + (leading_marker ? kMarkerLen : 0);
   crc_running_ = kCrc32cInit;
 
-  store_be16(out.length_field_.data(), static_cast<std::uint16_t>(ulpdu_length));
-  emit(out.length_field_, out);
-  for (auto p : parts) emit(p, out);
+  store_be16(out.head_.data(), static_cast<std::uint16_t>(ulpdu_length));
+  std::size_t head_length = kUlpduLengthLen;
+  std::size_t next_part = 0;
+  for (; next_part < parts.size(); ++next_part) {
+    const auto part = parts[next_part];
+    if (head_length + part.size() > FpduFrame::kHeadCapacity) break;
+    std::copy(part.begin(), part.end(),
+              out.head_.begin() + static_cast<std::ptrdiff_t>(head_length));
+    head_length += part.size();
+  }
+  emit(std::span<const std::uint8_t>(out.head_).first(head_length), out);
+  for (auto p : parts.subspan(next_part)) emit(p, out);
 
   // RFC 5044 s4.1: pad so that ULPDU_Length + ULPDU + PAD is a multiple of 4.
-  const std::size_t pad = (kFpduAlignment - (kUlpduLengthLen + ulpdu_length) % kFpduAlignment) %
-                          kFpduAlignment;
+  const std::size_t pad =
+      (kFpduAlignment - (kUlpduLengthLen + ulpdu_length) % kFpduAlignment) % kFpduAlignment;
   std::fill(out.trailer_.begin(), out.trailer_.end(), 0);
-  emit(std::span<const std::uint8_t>(out.trailer_).first(pad), out);
-  // A marker due right before the CRC belongs to this FPDU and is covered by its CRC.
-  place_marker_if_due(out);
+  const auto pad_octets = std::span<const std::uint8_t>(out.trailer_).first(pad);
+  if (options_.markers) {
+    emit(pad_octets, out);
+    // A marker due right before the CRC belongs to this FPDU and is covered by its CRC.
+    place_marker_if_due(out);
+  } else if (options_.crc) {
+    crc_running_ = crc32c_update(crc_running_, pad_octets);
+  }
   const auto crc = options_.crc ? crc32c_wire_bytes(crc32c_finish(crc_running_))
                                 : std::array<std::uint8_t, 4>{0, 0, 0, 0};
   std::copy(crc.begin(), crc.end(), out.trailer_.begin() + static_cast<std::ptrdiff_t>(pad));
-  auto crc_field = std::span<const std::uint8_t>(out.trailer_).subspan(pad, kCrcLen);
-  out.slices_.push_back(crc_field);
-  stream_position_ += kCrcLen;
-  out.wire_length_ += kCrcLen;
+  // Without markers pad and CRC are adjacent: one slice for both.
+  const std::size_t trailer_start = options_.markers ? pad : 0;
+  const std::size_t trailer_length = pad + kCrcLen - trailer_start;
+  out.slices_.push_back(
+      std::span<const std::uint8_t>(out.trailer_).subspan(trailer_start, trailer_length));
+  stream_position_ += trailer_length;
+  out.wire_length_ += trailer_length;
   return out.wire_length_;
 }
 

@@ -19,7 +19,8 @@
 
 namespace rdma_interop::wire {
 
-// One encoded FPDU as slices in wire order. Valid until the next encode into it, and only
+// One encoded FPDU as slices in wire order. Leading parts of the ULPDU that fit in 62 octets
+// (headers) are copied into the frame; everything after them is referenced, never copied. Valid until the next encode into it, and only
 // while the caller's ULPDU buffers live. Not copyable: slices point into the frame itself.
 class FpduFrame {
  public:
@@ -36,7 +37,10 @@ class FpduFrame {
   friend class FpduEncoder;
   void clear();
 
-  std::array<std::uint8_t, 2> length_field_{};
+  // The length field followed by the ULPDU's small leading parts (its DDP/RDMAP header),
+  // so they cost one CRC call: ISA-L's per-call cost dominates below a few dozen octets.
+  static constexpr std::size_t kHeadCapacity = 64;
+  std::array<std::uint8_t, kHeadCapacity> head_{};
   std::array<std::uint8_t, 8> trailer_{};  // up to 3 pad octets + CRC
   std::vector<std::array<std::uint8_t, 4>> markers_;
   std::vector<std::span<const std::uint8_t>> slices_;

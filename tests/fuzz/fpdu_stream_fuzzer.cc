@@ -1,0 +1,205 @@
+// fpdu_stream_fuzzer - FpduDecoder (RFC 5044 s4-s6) over any byte stream, cut anywhere.
+//
+// Input: [flags][max_ulpdu(16)][seed][corrupt_at(16)][corrupt_xor] then the body.
+//   flags bit 0      CRC on
+//   flags bit 1      markers on
+//   flags bit 2      constructed: the body describes ULPDUs, which FpduEncoder frames into
+//                    a valid stream (then corrupt_xor, if non-zero, flips bits of one
+//                    octet); otherwise the body is the wire stream itself
+//   flags bits 3-4   MULPDU: 0 65535, 1 max_ulpdu, 2 18 + max_ulpdu % 256, 3 kMaxUlpduWithMarkers
+//   flags bits 5-7   largest piece handed to step(): 1, 2, 3, 7, 64, 511, 4096, whole
+// A constructed body is records [fill][length(16)][up to length octets]: the ULPDU is those
+// octets, made up to max(length, 18) octets with `fill`, and handed to encode() as two parts
+// cut at fill/255 of its length.
+//
+// Invariants: the stream fed whole, one octet at a time and in seeded random pieces gives
+// the same ULPDUs and the same error; step() always makes progress; a failed decoder stays
+// failed; an uncorrupted constructed stream decodes to exactly the ULPDUs encoded.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/wire/fpdu_decoder.h"
+#include "core/wire/fpdu_encoder.h"
+#include "core/wire/fpdu_options.h"
+#include "core/wire/iwarp_constants.h"
+#include "core/wire/wire_error.h"
+#include "tests/fuzz/fuzz_common.h"
+
+namespace {
+
+using namespace rdma_interop::wire;
+using rdma_interop::fuzz::ByteReader;
+using rdma_interop::fuzz::fuzz_check;
+using rdma_interop::fuzz::fuzz_fail;
+using rdma_interop::fuzz::SplitMix64;
+
+using Bytes = std::vector<std::uint8_t>;
+
+// Constructed streams hold up to one largest FPDU (64 KiB, FPDUPTR near its 16-bit limit)
+// and a bit more; the one-octet-at-a-time pass (about 100 ns per octet under ASan) runs on
+// streams up to kMaxOctetFedStream, and larger ones rely on the random pieces, whose largest
+// size the input picks (down to 1), to keep the fuzzer above a few hundred runs a second.
+constexpr std::size_t kMaxConstructedStream = 72 * 1024;
+constexpr std::size_t kMaxOctetFedStream = 16 * 1024;
+constexpr std::size_t kMaxConstructedUlpdus = 64;
+constexpr std::size_t kMinConstructedUlpdu = kDdpUntaggedHeaderLen;
+
+struct DecodeResult {
+  std::vector<Bytes> ulpdus;
+  std::optional<WireError> error;
+  std::uint64_t stream_position = 0;
+  std::uint64_t fpdus_decoded = 0;
+  bool at_boundary = false;
+};
+
+// Feeds `stream` in the pieces `next_piece` chooses, as the fpdu_decoder.h loop does.
+template <class NextPiece>
+DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> stream,
+                    NextPiece next_piece) {
+  FpduDecoder decoder(options);
+  DecodeResult r;
+  while (!stream.empty() && !r.error) {
+    auto piece = stream.first(std::min(stream.size(), next_piece(stream.size())));
+    stream = stream.subspan(piece.size());
+    while (!piece.empty()) {
+      auto step = decoder.step(piece);
+      if (!step) {
+        r.error = step.error();
+        break;
+      }
+      fuzz_check(step->consumed <= piece.size(), "step consumed more than it was given");
+      fuzz_check(step->consumed > 0 || step->ulpdu.has_value(), "step made no progress");
+      if (step->ulpdu) {
+        fuzz_check(step->ulpdu->size() <= options.max_ulpdu, "ULPDU above the MULPDU");
+        r.ulpdus.emplace_back(step->ulpdu->begin(), step->ulpdu->end());
+      }
+      piece = piece.subspan(step->consumed);
+    }
+  }
+  if (r.error) {
+    // fpdu_decoder.h: after an error the decoder stays failed.
+    const std::array<std::uint8_t, 1> more{0};
+    auto again = decoder.step(more);
+    fuzz_check(!again.has_value(), "a failed decoder accepted more bytes");
+    fuzz_check(again.error() == WireError::kFpduStreamFailed,
+               "a failed decoder did not answer kFpduStreamFailed");
+    fuzz_check(!decoder.at_boundary(), "a failed decoder claims to be at a boundary");
+  } else {
+    fuzz_check(decoder.fpdus_decoded() == r.ulpdus.size(), "fpdus_decoded miscounts");
+  }
+  r.stream_position = decoder.stream_position();
+  r.fpdus_decoded = decoder.fpdus_decoded();
+  r.at_boundary = decoder.at_boundary();
+  return r;
+}
+
+void check_same(const DecodeResult& a, const DecodeResult& b, const char* what) {
+  if (a.ulpdus != b.ulpdus) fuzz_fail(what);
+  if (a.error != b.error) fuzz_fail(what);
+  if (!a.error && (a.stream_position != b.stream_position || a.at_boundary != b.at_boundary)) {
+    fuzz_fail(what);
+  }
+}
+
+// Frames the ULPDUs the body describes; returns the stream and the ULPDUs it carries.
+Bytes construct_stream(const FpduOptions& options, ByteReader& body, std::vector<Bytes>& sent) {
+  FpduEncoder encoder(options);
+  FpduFrame frame;
+  Bytes stream;
+  while (!body.empty() && sent.size() < kMaxConstructedUlpdus &&
+         stream.size() < kMaxConstructedStream) {
+    const std::uint8_t fill = body.u8();
+    const std::size_t length = std::max<std::size_t>(body.u16(), kMinConstructedUlpdu);
+    Bytes ulpdu;
+    auto literal = body.take(length);
+    ulpdu.assign(literal.begin(), literal.end());
+    ulpdu.resize(length, fill);
+    const std::size_t cut = ulpdu.size() * fill / 255;
+    const std::array<std::span<const std::uint8_t>, 2> parts = {
+        std::span<const std::uint8_t>(ulpdu).first(cut),
+        std::span<const std::uint8_t>(ulpdu).subspan(cut)};
+
+    const std::uint64_t before = encoder.stream_position();
+    auto n = encoder.encode(parts, frame);
+    if (!n) {
+      fuzz_check(n.error() == WireError::kFpduUlpduTooLong, "encode failed for another reason");
+      const std::size_t mulpdu =
+          options.markers ? std::min(options.max_ulpdu, kMaxUlpduWithMarkers) : options.max_ulpdu;
+      fuzz_check(ulpdu.size() > mulpdu, "encode refused a ULPDU within the MULPDU");
+      fuzz_check(encoder.stream_position() == before, "a failed encode moved the stream");
+      continue;
+    }
+    fuzz_check(*n == frame.wire_length(), "encode's length differs from the frame's");
+    fuzz_check(encoder.stream_position() == before + *n, "stream position off after encode");
+    const std::size_t at = stream.size();
+    frame.append_to(stream);
+    fuzz_check(stream.size() - at == *n, "append_to wrote a different length");
+    fuzz_check(*n % kFpduAlignment == 0, "FPDU not padded to 4 octets");
+    sent.push_back(std::move(ulpdu));
+  }
+  return stream;
+}
+
+std::size_t largest_piece(std::uint8_t selector) {
+  static constexpr std::array<std::size_t, 8> kLargest = {1, 2, 3, 7, 64, 511, 4096, 0};
+  return kLargest[selector & 0x07];
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  ByteReader in(std::span<const std::uint8_t>(data, size));
+  const std::uint8_t flags = in.u8();
+  const std::uint16_t raw_max = in.u16();
+  const std::uint8_t seed = in.u8();
+  const std::uint16_t corrupt_at = in.u16();
+  const std::uint8_t corrupt_xor = in.u8();
+
+  FpduOptions options;
+  options.crc = (flags & 0x01) != 0;
+  options.markers = (flags & 0x02) != 0;
+  switch ((flags >> 3) & 0x03) {
+    case 0: options.max_ulpdu = kMaxUlpduLength; break;
+    case 1: options.max_ulpdu = raw_max; break;
+    case 2: options.max_ulpdu = static_cast<std::uint16_t>(18 + raw_max % 256); break;
+    default: options.max_ulpdu = kMaxUlpduWithMarkers; break;
+  }
+  const bool constructed = (flags & 0x04) != 0;
+
+  std::vector<Bytes> sent;
+  Bytes stream;
+  if (constructed) {
+    stream = construct_stream(options, in, sent);
+    if (corrupt_xor != 0 && !stream.empty()) stream[corrupt_at % stream.size()] ^= corrupt_xor;
+  } else {
+    auto rest = in.rest();
+    stream.assign(rest.begin(), rest.end());
+  }
+
+  const std::size_t largest = largest_piece(flags >> 5);
+  SplitMix64 rng(std::uint64_t{seed} << 8 | flags);
+  const auto whole = decode(options, stream, [](std::size_t left) { return left; });
+  const auto pieces = decode(options, stream, [&](std::size_t left) {
+    return largest == 0 ? left : rng.in_range(1, largest);
+  });
+  check_same(whole, pieces, "fed whole and fed in random pieces disagree");
+  if (stream.size() <= kMaxOctetFedStream) {
+    const auto octets = decode(options, stream, [](std::size_t) { return std::size_t{1}; });
+    check_same(whole, octets, "fed whole and fed one octet at a time disagree");
+  }
+
+  if (!whole.error) {
+    fuzz_check(whole.stream_position == stream.size(), "stream position is not the input size");
+  }
+  if (constructed && corrupt_xor == 0) {
+    fuzz_check(!whole.error.has_value(), "an encoder-made stream failed to decode");
+    fuzz_check(whole.ulpdus == sent, "decoded ULPDUs differ from the encoded ones");
+    fuzz_check(whole.at_boundary, "decoder not at a boundary after whole FPDUs");
+  }
+  return 0;
+}

@@ -1,0 +1,268 @@
+#!/usr/bin/python3
+"""Writes the fuzzers' seed corpus: tests/fuzz/corpus/<fuzzer>/<name>.
+
+Every input is written by hand from the RFC layouts (RFC 5044 s4 and s7.1, RFC 6581 s3,
+RFC 5041 s4, RFC 5040 s4), independently of core/, so the seeds also check the codecs'
+reading of the RFCs. Each fuzzer gets a few valid inputs (to reach deep code at once) and
+a few invalid ones (one per error path worth starting from). The leading configuration
+octets follow each harness's "Input:" comment.
+
+Run from anywhere: /usr/bin/python3 tests/fuzz/make_corpus.py. Stdlib only. The output is
+deterministic and committed; rerun after changing a harness's input format.
+"""
+
+import pathlib
+import shutil
+import struct
+
+HERE = pathlib.Path(__file__).resolve().parent
+CORPUS = HERE / "corpus"
+
+
+def be16(v):
+    return struct.pack(">H", v)
+
+
+def be32(v):
+    return struct.pack(">I", v)
+
+
+def be64(v):
+    return struct.pack(">Q", v)
+
+
+# ---- CRC32c (RFC 5044 s4.1, the iSCSI polynomial, reflected 0x82F63B78) ----------------
+def _crc_table():
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = _TABLE[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283
+
+# ---- MPA Request/Reply frames (RFC 5044 s7.1, RFC 6581 s3) ---------------------------
+REQ_KEY = b"MPA ID Req Frame"
+REP_KEY = b"MPA ID Rep Frame"
+M, C, R, E = 0x80, 0x40, 0x20, 0x10
+
+
+def mpa(key, flags, rev, pd, pd_length=None):
+    return key + bytes([flags, rev]) + be16(len(pd) if pd_length is None else pd_length) + pd
+
+
+def ird_ord(p2p=False, rtr_send=False, rtr_write=False, rtr_read=False, ird=0, ord_=0):
+    ird_word = (0x8000 if p2p else 0) | (0x4000 if rtr_send else 0) | ird
+    ord_word = (0x8000 if rtr_write else 0) | (0x4000 if rtr_read else 0) | ord_
+    return be16(ird_word) + be16(ord_word)
+
+
+def mpa_corpus():
+    strict_rfc = b"\x00\x00"  # [limits][pd_limit]: strict, PD limit 512
+    lenient = b"\x01\x00"
+    linux_limit = b"\x02\x00"  # PD limit 256
+    tiny_limit = b"\x04\x02"  # PD limit 2*4 = 8
+    enh = ird_ord(p2p=True, rtr_write=True, rtr_read=True, ird=16, ord_=16)
+    return {
+        "valid_req_rev1_crc": strict_rfc + mpa(REQ_KEY, C, 1, b""),
+        "valid_req_rev1_markers_pd": strict_rfc + mpa(REQ_KEY, M | C, 1, b"hello"),
+        "valid_req_rev2_enhanced_p2p": strict_rfc + mpa(REQ_KEY, C | E, 2, enh + b"app-data"),
+        "valid_rep_rev2_rtr_send": linux_limit
+        + mpa(REP_KEY, C | E, 2, ird_ord(p2p=True, rtr_send=True, ird=4, ord_=4)),
+        "valid_rep_reject": strict_rfc + mpa(REP_KEY, R, 1, b"go away"),
+        "valid_lenient_reserved_bits": lenient + mpa(REP_KEY, C | 0x05, 2, b""),
+        "invalid_bad_key": strict_rfc + mpa(b"MPA ID Req Frams", C, 1, b""),
+        "invalid_truncated_header": strict_rfc + REQ_KEY + b"\x40",
+        "invalid_truncated_pd": strict_rfc + mpa(REQ_KEY, C, 1, b"abc", pd_length=8),
+        "invalid_trailing_bytes": strict_rfc + mpa(REQ_KEY, C, 1, b"abc", pd_length=2),
+        "invalid_revision_3": strict_rfc + mpa(REQ_KEY, C, 3, b""),
+        "invalid_reserved_bits_strict": strict_rfc + mpa(REQ_KEY, C | 0x01, 1, b""),
+        "invalid_reject_in_request": strict_rfc + mpa(REQ_KEY, R, 2, b""),
+        "invalid_enhanced_rev1": strict_rfc + mpa(REQ_KEY, E, 1, enh),
+        "invalid_enhanced_short_pd": strict_rfc + mpa(REQ_KEY, E, 2, b"\x80\x00"),
+        "invalid_pd_over_limit": tiny_limit + mpa(REQ_KEY, C, 1, b"123456789"),
+    }
+
+
+# ---- DDP segments with the RDMAP control octet (RFC 5041 s4, RFC 5040 s4) -------------
+WRITE, READ_REQ, READ_RESP, SEND, SEND_INV, SEND_SE, SEND_SE_INV, TERMINATE = range(8)
+
+
+def tagged(opcode, stag, to, last=True, dv=1, rv=1):
+    return bytes([0x80 | (0x40 if last else 0) | dv, rv << 6 | opcode]) + be32(stag) + be64(to)
+
+
+def untagged(opcode, qn, msn, mo=0, last=True, inv_stag=0, dv=1, rv=1):
+    ctrl = bytes([(0x40 if last else 0) | dv, rv << 6 | opcode])
+    return ctrl + be32(inv_stag) + be32(qn) + be32(msn) + be32(mo)
+
+
+def read_request_body(sink_stag=0x1234, sink_to=0x1000, size=4096, src_stag=0x5678, src_to=0x2000):
+    return be32(sink_stag) + be64(sink_to) + be32(size) + be32(src_stag) + be64(src_to)
+
+
+def terminate_body(layer, etype, code, seg_len=None, ddp_header=b"", rdmap_header=b"",
+                   r_flag=False, reserved=0):
+    ctrl = (0x80 if seg_len is not None else 0) | (0x40 if ddp_header else 0) | (0x20 if r_flag else 0)
+    out = bytes([layer << 4 | etype, code, ctrl | reserved, 0])
+    if seg_len is not None or ddp_header:
+        out += be16(seg_len or 0) + ddp_header + rdmap_header
+    return out
+
+
+def ddp_corpus():
+    rr_header = untagged(READ_REQ, 1, 7)
+    term = terminate_body(1, 2, 0x01, seg_len=20, ddp_header=untagged(SEND, 3, 9))
+    return {
+        "valid_send": untagged(SEND, 0, 1) + b"hello world",
+        "valid_send_zero_length_rtr": untagged(SEND, 0, 1),
+        "valid_send_invalidate_se": untagged(SEND_SE_INV, 0, 2, inv_stag=0xABCD) + b"x" * 8,
+        "valid_send_middle_segment": untagged(SEND, 0, 3, mo=1024, last=False) + b"y" * 16,
+        "valid_rdma_write": tagged(WRITE, 0xDEADBEEF, 0x100000000) + b"payload!",
+        "valid_read_response": tagged(READ_RESP, 0x1234, 0x1000, last=False) + b"z" * 32,
+        "valid_read_request": rr_header + read_request_body(),
+        "valid_terminate": untagged(TERMINATE, 2, 1) + term,
+        "valid_reserved_bits_ignored": bytes([0x41 | 0x3C, 0x43 | 0x30]) + untagged(SEND, 0, 1)[2:],
+        "invalid_truncated": untagged(SEND, 0, 1)[:9],
+        "invalid_ddp_version": untagged(SEND, 0, 1, dv=2),
+        "invalid_tagged_ddp_version": tagged(WRITE, 1, 0, dv=0),
+        "invalid_rdmap_version": untagged(SEND, 0, 1, rv=2),
+        "invalid_reserved_opcode": untagged(9, 0, 1),
+        "invalid_send_tagged": tagged(SEND, 1, 0),
+        "invalid_write_untagged": untagged(WRITE, 0, 1),
+        "invalid_queue_number": untagged(SEND, 3, 1),
+        "invalid_read_request_wrong_queue": untagged(READ_REQ, 0, 1) + read_request_body(),
+        "invalid_read_request_short": rr_header + read_request_body()[:20],
+        "invalid_read_request_not_last": untagged(READ_REQ, 1, 7, last=False) + read_request_body(),
+        "invalid_terminate_offset": untagged(TERMINATE, 2, 1, mo=4) + term,
+    }
+
+
+def terminate_corpus():
+    send_hdr = untagged(SEND, 0, 5)
+    rr_hdr = untagged(READ_REQ, 1, 6)
+    write_hdr = tagged(WRITE, 0x77, 0x1000)
+    return {
+        "valid_llp_crc_error": terminate_body(2, 0, 0x02),
+        "valid_ddp_untagged_msn": terminate_body(1, 2, 0x03, seg_len=18, ddp_header=send_hdr),
+        "valid_ddp_tagged_invalid_stag": terminate_body(1, 1, 0x00, seg_len=1038, ddp_header=write_hdr),
+        "valid_rdmap_read_request": terminate_body(0, 1, 0x00, seg_len=46, ddp_header=rr_hdr,
+                                                   rdmap_header=read_request_body(), r_flag=True),
+        "valid_siw_send_r_flag": terminate_body(0, 2, 0x06, seg_len=18, ddp_header=send_hdr, r_flag=True),
+        "valid_m_only": terminate_body(1, 2, 0x05, seg_len=4000),
+        "invalid_truncated": b"\x20\x02\x00",
+        "invalid_layer_3": terminate_body(3, 0, 0),
+        "invalid_reserved_ctrl_bits": terminate_body(2, 0, 0x02, reserved=0x01),
+        "invalid_r_without_d": terminate_body(0, 2, 0x06, r_flag=True),
+        "invalid_header_truncated": terminate_body(1, 2, 0x03, seg_len=18, ddp_header=send_hdr)[:15],
+        "invalid_rr_body_truncated": terminate_body(0, 1, 0x00, seg_len=46, ddp_header=rr_hdr,
+                                                    rdmap_header=read_request_body()[:10], r_flag=True),
+        "invalid_trailing_bytes": terminate_body(2, 0, 0x02) + b"\x00\x00",
+    }
+
+
+# ---- FPDU streams (RFC 5044 s4: length, pad, markers every 512 octets, CRC) ------------
+def fpdu_stream(ulpdus, crc=True, markers=False, bad_crc=False, marker_ptr_delta=0):
+    """Frames ULPDUs into one direction's FPDU stream, which starts at stream octet 0."""
+    out = bytearray()
+
+    def marker(ptr):
+        return b"\x00\x00" + be16(ptr)
+
+    for ulpdu in ulpdus:
+        start = len(out)
+        fpdu = bytearray()
+        # RFC 5044 s4.3: a marker at the FPDU's first octet points at this FPDU (0).
+        length_pos = start + (4 if markers and start % 512 == 0 else 0)
+        pad = (4 - (2 + len(ulpdu)) % 4) % 4
+        for octet in be16(len(ulpdu)) + ulpdu + b"\x00" * pad:
+            pos = start + len(fpdu)
+            if markers and pos % 512 == 0:
+                fpdu += marker((0 if pos == start else pos - length_pos) + marker_ptr_delta)
+            fpdu.append(octet)
+        pos = start + len(fpdu)
+        if markers and pos % 512 == 0:  # a marker due before the CRC is part of this FPDU
+            fpdu += marker(pos - length_pos + marker_ptr_delta)
+        value = crc32c(fpdu) if crc else 0
+        if bad_crc:
+            value ^= 1
+        fpdu += struct.pack("<I", value)  # least significant octet first, as siw sends it
+        out += fpdu
+    return bytes(out)
+
+
+def fpdu_header(crc, markers, constructed=False, max_class=0, piece_class=7, max_ulpdu=0,
+                seed=0, corrupt_at=0, corrupt_xor=0):
+    flags = (1 if crc else 0) | (2 if markers else 0) | (4 if constructed else 0)
+    flags |= (max_class & 3) << 3 | (piece_class & 7) << 5
+    return bytes([flags]) + be16(max_ulpdu) + bytes([seed]) + be16(corrupt_at) + bytes([corrupt_xor])
+
+
+def fpdu_corpus():
+    send = untagged(SEND, 0, 1) + b"hello"
+    big = untagged(SEND, 0, 2) + bytes(range(256)) * 3  # crosses markers
+    rtr = untagged(SEND, 0, 3)
+    write = tagged(WRITE, 0x99, 0x4000) + b"w" * 100
+    two = [send, write]
+    return {
+        "valid_crc_one_fpdu": fpdu_header(True, False) + fpdu_stream([send]),
+        "valid_crc_pieces_of_3": fpdu_header(True, False, piece_class=2, seed=7)
+        + fpdu_stream(two + [rtr]),
+        "valid_nocrc": fpdu_header(False, False, piece_class=4) + fpdu_stream(two, crc=False),
+        "valid_markers_crc": fpdu_header(True, True, piece_class=5, seed=3)
+        + fpdu_stream([send, big, rtr, big], markers=True),
+        "valid_markers_nocrc": fpdu_header(False, True, piece_class=0)
+        + fpdu_stream([big, send], crc=False, markers=True),
+        "invalid_crc": fpdu_header(True, False) + fpdu_stream([send, write], bad_crc=True),
+        "invalid_ulpdu_too_short": fpdu_header(True, False) + fpdu_stream([b"\x41\x43\x00"]),
+        "invalid_ulpdu_too_long": fpdu_header(True, False, max_class=2, max_ulpdu=0)
+        + fpdu_stream([write]),
+        "invalid_marker_pointer": fpdu_header(True, True, piece_class=3)
+        + fpdu_stream([big, big], markers=True, marker_ptr_delta=4),
+        "invalid_marker_reserved": fpdu_header(False, True)
+        + b"\x00\x01\x00\x00" + fpdu_stream([send], crc=False),
+        "partial_fpdu": fpdu_header(True, False, piece_class=1) + fpdu_stream([send, big])[:300],
+        # Constructed: [fill][length(16)][literal...] records framed by FpduEncoder.
+        "constructed_markers_crc": fpdu_header(True, True, constructed=True, piece_class=5)
+        + b"\x80" + be16(len(big)) + big + b"\x01" + be16(2000) + b"\xff" + be16(18),
+        "constructed_crc_corrupt": fpdu_header(True, False, constructed=True, piece_class=6,
+                                              corrupt_at=30, corrupt_xor=0x10)
+        + b"\x40" + be16(len(send)) + send + b"\x20" + be16(len(write)) + write,
+        "constructed_small_mulpdu": fpdu_header(False, True, constructed=True, max_class=2,
+                                               max_ulpdu=100, piece_class=3)
+        + b"\x10" + be16(60) + b"\x30" + be16(200) + b"\x50" + be16(118),
+    }
+
+
+def main():
+    sets = {
+        "mpa_frame_fuzzer": mpa_corpus(),
+        "fpdu_stream_fuzzer": fpdu_corpus(),
+        "ddp_rdmap_fuzzer": ddp_corpus(),
+        "terminate_fuzzer": terminate_corpus(),
+    }
+    for fuzzer, inputs in sets.items():
+        directory = CORPUS / fuzzer
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        for name, data in sorted(inputs.items()):
+            (directory / name).write_bytes(data)
+        print(f"{fuzzer}: {len(inputs)} inputs in {directory.relative_to(HERE.parent.parent)}")
+
+
+if __name__ == "__main__":
+    main()
