@@ -11,6 +11,8 @@ packages=(
   cmake g++ make pkg-config clang libclang-rt-14-dev
   # core dependencies
   libisal-dev libibverbs-dev librdmacm-dev
+  # personality files (JSON) and the CLIs
+  nlohmann-json3-dev libcli11-dev
   # tests, benchmarks, fuzzing
   libgtest-dev libgmock-dev libbenchmark-dev
   # Python bindings and the pytest suites (Debian's, for /usr/bin/python3)

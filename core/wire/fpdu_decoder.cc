@@ -18,6 +18,9 @@ std::size_t pad_for(std::size_t ulpdu_length) {
 FpduDecoder::FpduDecoder(const FpduOptions& options)
     : options_(options), crc_running_(kCrc32cInit) {}
 
+FpduDecoder::FpduDecoder(const FpduOptions& options, std::uint64_t stream_position)
+    : options_(options), stream_position_(stream_position), crc_running_(kCrc32cInit) {}
+
 Expected<FpduStep, WireError> FpduDecoder::fail(WireError e) {
   state_ = State::kFailed;
   return unexpected(e);

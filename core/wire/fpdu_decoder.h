@@ -36,6 +36,10 @@ struct FpduStep {
 class FpduDecoder {
  public:
   explicit FpduDecoder(const FpduOptions& options);
+  // Continues a stream whose first `stream_position` octets (the RTR during MPA setup) were
+  // decoded elsewhere; the next octet must start an FPDU. Markers are expected at multiples
+  // of 512 from the stream's first FPDU octet.
+  FpduDecoder(const FpduOptions& options, std::uint64_t stream_position);
 
   Expected<FpduStep, WireError> step(std::span<const std::uint8_t> input);
 

@@ -36,6 +36,9 @@ void FpduFrame::append_to(std::vector<std::uint8_t>& out) const {
 
 FpduEncoder::FpduEncoder(const FpduOptions& options) : options_(options) {}
 
+FpduEncoder::FpduEncoder(const FpduOptions& options, std::uint64_t stream_position)
+    : options_(options), stream_position_(stream_position) {}
+
 void FpduEncoder::place_marker_if_due(FpduFrame& out) {
   if (!options_.markers || stream_position_ % kMarkerInterval != 0) return;
   // RFC 5044 s4.3: FPDUPTR is the distance back to this FPDU's ULPDU_Length; a marker at

@@ -50,6 +50,9 @@ class FpduFrame {
 class FpduEncoder {
  public:
   explicit FpduEncoder(const FpduOptions& options);
+  // Continues a stream that already carried `stream_position` octets of FPDUs (the RTR that
+  // MPA setup sent), so markers stay at multiples of 512 from the stream's first FPDU octet.
+  FpduEncoder(const FpduOptions& options, std::uint64_t stream_position);
 
   // Frames one ULPDU given as gather parts in order (usually the DDP/RDMAP header, then the
   // payload). Returns the FPDU's length on the wire; fails with kFpduUlpduTooLong if the

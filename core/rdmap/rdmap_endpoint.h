@@ -1,0 +1,195 @@
+// rdmap_endpoint.h - one iWARP queue pair's data path as a sans-I/O engine: RDMAP over DDP
+// (RFC 5040, RFC 5041) after MPA setup.
+//
+// In: work requests from the application, verified ULPDUs from the FPDU decoder, the loss
+// of the connection. Out: ULPDUs to frame and send (header octets plus a payload view
+// straight into registered memory: no copy), work completions, and at most one Terminate.
+//
+//   while (auto u = ep.next_outgoing()) transport.send_fpdu(u->header(), u->payload);
+//   ep.on_ulpdu(ulpdu);                 // each ULPDU the FpduDecoder hands out
+//   while (auto wc = ep.poll_completion()) app(*wc);
+//   if (ep.close_requested()) transport.close();
+//
+// Rules it enforces (each failure sends the Terminate the RFCs name, then the endpoint is in
+// error and every outstanding request completes with an error status, never silently):
+//   - Send: into the oldest posted receive; none posted = DDP untagged "no buffer" (0x02),
+//     too long = DDP "message too long" (0x05), MSN out of order = MSN range (0x03).
+//   - RDMA Write / Read Response: STag, bounds and rights via MemoryRegistry.
+//   - RDMA Read: at most `ord` of ours outstanding (more wait in the send queue); at most
+//     `ird` of the peer's accepted, more is a Terminate; source checked for remote read.
+//   - Send with Invalidate: the named STag stops granting access.
+//   - Messages larger than the MULPDU leave as several DDP segments (MO / TO advance, L on
+//     the last), and arrive that way too.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/cm/mpa_handshake.h"
+#include "core/cm/negotiated_params.h"
+#include "core/rdmap/memory_registry.h"
+#include "core/rdmap/work_request.h"
+#include "core/wire/ddp_segment.h"
+#include "core/wire/iwarp_constants.h"
+#include "core/wire/read_request.h"
+#include "core/wire/terminate.h"
+
+namespace rdma_interop::rdmap {
+
+struct EndpointLimits {
+  std::uint32_t max_send_wr = 256;
+  std::uint32_t max_recv_wr = 256;
+  // Largest ULPDU we send (DDP header + payload). The FPDU decoder's max_ulpdu bounds what
+  // we accept.
+  std::uint16_t max_ulpdu = 16384;
+};
+
+enum class PostError : std::uint8_t {
+  kQueueFull,       // ENOMEM in verbs: max_send_wr / max_recv_wr reached
+  kInvalidRequest,  // EINVAL: e.g. a Read with no local buffer key, an unknown opcode
+  kNotConnected,    // the endpoint is in error or closed
+};
+std::string_view post_error_name(PostError e);
+
+// One ULPDU to send: `header_octets()` (DDP/RDMAP header, plus a Read Request body) then
+// `payload` (registered memory, not copied; for a Terminate, its body, which can exceed
+// 64 octets when it echoes a Read Request). Valid until the next call into the endpoint.
+struct OutgoingUlpdu {
+  std::array<std::uint8_t, 64> header{};
+  std::size_t header_length = 0;
+  std::span<const std::uint8_t> payload;
+  std::span<const std::uint8_t> header_octets() const { return {header.data(), header_length}; }
+};
+
+enum class EndpointState : std::uint8_t {
+  kRunning,      // RTS
+  kTerminating,  // a Terminate is queued; send it, then close
+  kError,        // Terminate sent or received, or the connection was lost
+};
+
+struct EndpointCounters {
+  std::uint64_t ulpdus_sent = 0;
+  std::uint64_t ulpdus_received = 0;
+  std::uint64_t bytes_placed = 0;
+  std::uint64_t reads_outstanding = 0;   // ours, awaiting Read Response
+  std::uint64_t peer_reads_queued = 0;   // the peer's, awaiting our Read Response
+};
+
+class RdmapEndpoint {
+ public:
+  RdmapEndpoint(const cm::NegotiatedParams& params, const cm::RdmapSequence& sequence,
+                MemoryRegistry& memory, const EndpointLimits& limits,
+                bool hold_tx_until_first_rx = false);
+
+  std::optional<PostError> post_send(const SendWr& wr);
+  std::optional<PostError> post_recv(const RecvWr& wr);
+
+  void on_ulpdu(std::span<const std::uint8_t> ulpdu);
+  // The FPDU stream failed (CRC, markers...): answer with terminate_for(error).
+  void on_stream_error(wire::WireError error);
+  // TCP closed or reset: everything outstanding completes with an error status.
+  void on_connection_lost();
+
+  std::optional<OutgoingUlpdu> next_outgoing();
+  bool has_outgoing() const;
+
+  std::optional<WorkCompletion> poll_completion();
+
+  EndpointState state() const { return state_; }
+  bool close_requested() const;  // a Terminate went out or came in: close the connection
+  const std::optional<wire::TerminateMessage>& terminate_sent() const { return term_sent_; }
+  const std::optional<wire::TerminateMessage>& terminate_received() const {
+    return term_received_;
+  }
+  const EndpointCounters& counters() const { return counters_; }
+
+ private:
+  // A posted send work request and how far its transmission got.
+  struct SendEntry {
+    SendWr wr;
+    const std::uint8_t* local = nullptr;  // resolved (lkey checked) when it starts
+    std::uint32_t sent = 0;               // payload octets handed out
+    std::uint32_t msn = 0;                // Send MSN, assigned when it starts
+    bool started = false;
+  };
+  // One of our RDMA Reads whose Read Request went out (the ORQ, RFC 5040 s5.2).
+  struct OutstandingRead {
+    SendWr wr;
+    std::uint32_t msn = 0;  // of its Read Request, to match a Terminate about it
+    std::uint32_t placed = 0;
+  };
+  // A Read Request from the peer awaiting our Read Response (the IRQ, RFC 5040 s5.2).
+  struct PeerRead {
+    wire::ReadRequest request;
+    const std::uint8_t* source = nullptr;
+    std::uint32_t sent = 0;
+  };
+  struct RecvEntry {
+    RecvWr wr;
+    std::uint8_t* buffer = nullptr;  // resolved when the first segment of a Send arrives
+    std::uint32_t received = 0;      // the next expected MO
+    bool started = false;
+    wire::RdmapOpcode opcode = wire::RdmapOpcode::kSend;
+    std::uint32_t invalidate_stag = 0;
+  };
+  // Which request an error is about: it completes with `status`, the rest are flushed.
+  struct Blame {
+    enum class Queue : std::uint8_t { kNone, kSend, kOrq, kRecv };
+    Queue queue = Queue::kNone;
+    std::size_t index = 0;
+    WcStatus status = WcStatus::kFlushed;
+  };
+  enum class TxSource : std::uint8_t { kNone, kSendQueue, kReadResponses };
+
+  // Receive path, one handler per RDMAP message type (RFC 5040 s5).
+  void on_send_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
+                       std::span<const std::uint8_t> ulpdu);
+  void on_write_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
+                        std::span<const std::uint8_t> ulpdu);
+  void on_read_request(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
+                       std::span<const std::uint8_t> ulpdu);
+  void on_read_response_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
+                                std::span<const std::uint8_t> ulpdu);
+  void on_terminate(std::span<const std::uint8_t> body);
+  // Transmit path.
+  TxSource pick_source() const;
+  std::optional<OutgoingUlpdu> next_from_send_queue();
+  std::optional<OutgoingUlpdu> next_read_response();
+  std::uint32_t max_payload(bool tagged) const;
+  // Error path: queue `message`, then complete every outstanding request.
+  void terminate(const wire::TerminateMessage& message, const Blame& blame);
+  void flush_all(const Blame& blame, const std::optional<wire::TerminateCause>& cause,
+                 bool connection_lost);
+  Blame blame_for_received(const wire::TerminateMessage& message) const;
+  void complete(WorkCompletion wc) { completions_.push_back(std::move(wc)); }
+
+  cm::NegotiatedParams params_;
+  cm::RdmapSequence seq_;
+  MemoryRegistry& memory_;
+  EndpointLimits limits_;
+  bool hold_tx_ = false;
+  bool received_any_ = false;
+
+  std::deque<SendEntry> send_queue_;
+  std::deque<OutstandingRead> orq_;
+  std::deque<PeerRead> irq_;
+  std::deque<RecvEntry> recv_queue_;
+  std::deque<WorkCompletion> completions_;
+  TxSource tx_current_ = TxSource::kNone;  // the message in the middle of being segmented
+  bool last_was_read_response_ = false;    // alternation between the IRQ and our SQ
+  bool terminate_pending_ = false;
+  std::vector<std::uint8_t> terminate_body_;  // the queued Terminate's body (its payload)
+
+  EndpointState state_ = EndpointState::kRunning;
+  std::optional<wire::TerminateMessage> term_sent_;
+  std::optional<wire::TerminateMessage> term_received_;
+  EndpointCounters counters_;
+};
+
+}  // namespace rdma_interop::rdmap

@@ -1,0 +1,373 @@
+// MPA setup between two MpaHandshake engines wired back to back in memory: every octet one
+// side outputs is fed to the other, with the application's decision and the clock driven by
+// the test. Each test names the scenario of RFC 5044 s7.1 / RFC 6581 s3 it checks.
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cm/mpa_handshake.h"
+#include "core/wire/ddp_segment.h"
+#include "core/wire/fpdu_decoder.h"
+#include "core/wire/terminate.h"
+
+namespace rdma_interop::cm {
+namespace {
+
+using std::chrono::milliseconds;
+
+MpaPolicy siw() {
+  MpaPolicy p;
+  p.peer_to_peer = PeerToPeer::kWhenAsked;
+  p.rtr_offer = {.write = true, .read = true};
+  p.rtr_preference = {RtrType::kWrite, RtrType::kRead};
+  p.private_data_limit = 256;
+  return p;
+}
+
+MpaPolicy p2p(RtrSet offer) {
+  MpaPolicy p;
+  p.peer_to_peer = PeerToPeer::kOn;
+  p.rtr_offer = offer;
+  return p;
+}
+
+struct Side {
+  MpaHandshake hs;
+  std::vector<CmEvent> events;
+  void drain() {
+    while (auto ev = hs.poll_event()) events.push_back(*ev);
+  }
+  const CmEvent* last(CmEventType t) const {
+    for (auto it = events.rbegin(); it != events.rend(); ++it) {
+      if (it->type == t) return &*it;
+    }
+    return nullptr;
+  }
+};
+
+// Runs both engines until neither has output; the responder's application accepts (or
+// rejects) on kConnectRequest. Returns when quiet.
+struct Pair {
+  Side init;
+  Side resp;
+  TimePoint now = Clock::now();
+  bool reject = false;
+  std::vector<std::uint8_t> resp_pd = {'o', 'k'};
+
+  Pair(const MpaPolicy& ip, const MpaPolicy& rp, std::vector<std::uint8_t> pd = {'h', 'i'})
+      : init{MpaHandshake::initiator(ip, std::move(pd), Clock::now()), {}},
+        resp{MpaHandshake::responder(rp, Clock::now()), {}} {}
+
+  void pump() {
+    for (int round = 0; round < 20; ++round) {
+      bool moved = false;
+      auto a = init.hs.take_output();
+      if (!a.empty() && !resp.hs.finished()) {
+        resp.hs.on_bytes(a, now);
+        moved = true;
+      }
+      resp.drain();
+      if (auto* req = resp.last(CmEventType::kConnectRequest); req && !decided) {
+        decided = true;
+        reject ? resp.hs.reject(resp_pd, now) : resp.hs.accept(resp_pd, now);
+        resp.drain();
+      }
+      auto b = resp.hs.take_output();
+      if (!b.empty() && !init.hs.finished()) {
+        init.hs.on_bytes(b, now);
+        moved = true;
+      }
+      init.drain();
+      if (!moved) return;
+    }
+    FAIL() << "handshake did not settle";
+  }
+  bool decided = false;
+};
+
+TEST(MpaHandshake, Revision2PeerToPeerEstablishesWithEachRtrType) {
+  for (RtrType rtr : {RtrType::kSend, RtrType::kWrite, RtrType::kRead}) {
+    SCOPED_TRACE(std::string(rtr_name(rtr)));
+    RtrSet only;
+    only.send = rtr == RtrType::kSend;
+    only.write = rtr == RtrType::kWrite;
+    only.read = rtr == RtrType::kRead;
+    MpaPolicy responder = p2p({.send = true, .write = true, .read = true});
+    Pair pair(p2p(only), responder);
+    pair.pump();
+    ASSERT_TRUE(pair.init.hs.established());
+    ASSERT_TRUE(pair.resp.hs.established());
+    Handover i = pair.init.hs.take_handover();
+    Handover r = pair.resp.hs.take_handover();
+    EXPECT_EQ(i.params.rtr, rtr);
+    EXPECT_EQ(r.params.rtr, rtr);
+    EXPECT_TRUE(i.params.peer_to_peer && r.params.peer_to_peer);
+    EXPECT_EQ(i.params.revision, 2);
+    EXPECT_TRUE(i.params.crc && r.params.crc);
+    EXPECT_TRUE(i.leftover.empty());
+    EXPECT_TRUE(r.leftover.empty());
+    EXPECT_FALSE(r.hold_tx_until_first_rx);  // the RTR already arrived
+    // The RTR used MSN 1 of its queue on both sides.
+    EXPECT_EQ(i.sequence.next_send_msn_tx, rtr == RtrType::kSend ? 2u : 1u);
+    EXPECT_EQ(r.sequence.next_send_msn_rx, rtr == RtrType::kSend ? 2u : 1u);
+    EXPECT_EQ(i.sequence.next_read_msn_tx, rtr == RtrType::kRead ? 2u : 1u);
+    EXPECT_EQ(r.sequence.next_read_msn_rx, rtr == RtrType::kRead ? 2u : 1u);
+    EXPECT_EQ(i.tx_stream_position, r.rx_stream_position);
+    EXPECT_EQ(r.tx_stream_position, i.rx_stream_position);
+    EXPECT_EQ(r.params.peer_private_data, (std::vector<std::uint8_t>{'h', 'i'}));
+    EXPECT_EQ(i.params.peer_private_data, (std::vector<std::uint8_t>{'o', 'k'}));
+  }
+}
+
+TEST(MpaHandshake, ResponderReportsEstablishedOnlyWhenTheRtrArrives) {
+  MpaPolicy never = p2p({.write = true});
+  never.send_rtr = false;
+  MpaPolicy responder = siw();
+  responder.rtr_timeout = milliseconds(200);
+  Pair pair(never, responder);
+  pair.pump();
+  EXPECT_TRUE(pair.init.hs.established());
+  EXPECT_FALSE(pair.resp.hs.finished());
+  ASSERT_TRUE(pair.resp.hs.next_deadline().has_value());
+  pair.resp.hs.on_timer(*pair.resp.hs.next_deadline());
+  pair.resp.drain();
+  const CmEvent* failed = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->failure, CmFailure::kRtrTimeout);
+}
+
+TEST(MpaHandshake, ResponderPicksRtrByPreferenceFromTheIntersection) {
+  MpaPolicy cxgb4 = p2p({.send = true, .write = true, .read = true});
+  cxgb4.rtr_preference = {RtrType::kRead};
+  Pair pair(p2p({.send = true, .write = true, .read = true}), cxgb4);
+  pair.pump();
+  ASSERT_TRUE(pair.resp.hs.established());
+  EXPECT_EQ(pair.resp.hs.take_handover().params.rtr, RtrType::kRead);
+
+  Pair to_siw(p2p({.send = true, .write = true, .read = true}), siw());
+  to_siw.pump();
+  ASSERT_TRUE(to_siw.resp.hs.established());
+  EXPECT_EQ(to_siw.resp.hs.take_handover().params.rtr, RtrType::kWrite);
+}
+
+TEST(MpaHandshake, NoCommonRtrFailsBothSidesWithTerminate0x07) {
+  Pair pair(p2p({.send = true}), siw());
+  pair.pump();
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kNoMatchingRtr);
+  EXPECT_EQ(i->failure, CmFailure::kNoMatchingRtr);
+  ASSERT_TRUE(r->terminate.has_value());
+  EXPECT_EQ(*r->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x07}));
+}
+
+TEST(MpaHandshake, StrictResponderFailsInsufficientIrdAndTheInitiatorLearnsIt) {
+  MpaPolicy strict = p2p({.read = true});
+  strict.strict_ird_ord = true;
+  strict.ird = 4;
+  MpaPolicy greedy = p2p({.read = true});
+  greedy.ord = 32;
+  Pair pair(greedy, strict);
+  pair.pump();
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
+  EXPECT_EQ(*r->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
+  // With a Read RTR the initiator is still in setup when the Terminate arrives.
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->failure, CmFailure::kInsufficientIrd);
+}
+
+TEST(MpaHandshake, RelaxedIrdOrdLowersEachOrdToThePeersIrd) {
+  MpaPolicy a = p2p({.write = true});
+  a.ird = 8;
+  a.ord = 32;
+  MpaPolicy b = siw();
+  b.ird = 16;
+  b.ord = 64;
+  Pair pair(a, b);
+  pair.pump();
+  ASSERT_TRUE(pair.init.hs.established() && pair.resp.hs.established());
+  const auto i = pair.init.hs.take_handover().params;
+  const auto r = pair.resp.hs.take_handover().params;
+  EXPECT_EQ(i.ord, 16);  // min(32, responder IRD 16)
+  EXPECT_EQ(r.ord, 8);   // min(64, initiator IRD 8)
+  EXPECT_EQ(i.ird, 8);
+  EXPECT_EQ(r.ird, 16);
+}
+
+TEST(MpaHandshake, Revision2ResponderAnswersARevision1InitiatorInRevision1) {
+  MpaPolicy rev1;
+  rev1.revision = 1;
+  Pair pair(rev1, siw());
+  pair.pump();
+  ASSERT_TRUE(pair.resp.hs.established());
+  const auto r = pair.resp.hs.take_handover();
+  EXPECT_EQ(r.params.revision, 1);
+  EXPECT_FALSE(r.params.enhanced);
+  EXPECT_TRUE(r.hold_tx_until_first_rx);  // RFC 5044: the responder waits for an FPDU
+  EXPECT_EQ(pair.resp.hs.sent_frame()->revision, 1);
+}
+
+TEST(MpaHandshake, Revision2InitiatorMeetsRevision1ResponderFailsOrFallsBack) {
+  MpaPolicy old;
+  old.revision = 1;
+  {
+    Pair pair(siw(), old);  // siw: no fallback
+    pair.pump();
+    const CmEvent* i = pair.init.last(CmEventType::kFailed);
+    ASSERT_NE(i, nullptr);
+    EXPECT_EQ(i->failure, CmFailure::kRevisionUnsupported);
+  }
+  {
+    MpaPolicy cxgb4 = p2p({.read = true});
+    cxgb4.fallback_to_revision1 = true;
+    Pair pair(cxgb4, old);
+    pair.pump();
+    ASSERT_TRUE(pair.init.hs.established());
+    EXPECT_EQ(pair.init.hs.take_handover().params.revision, 1);
+    // To a revision-1 responder the IRD/ORD words are private data.
+    EXPECT_EQ(pair.resp.hs.take_handover().params.peer_private_data.size(), 4u + 2u);
+  }
+}
+
+TEST(MpaHandshake, ResettingRevision1ResponderLeadsToRetryOrReset) {
+  MpaPolicy old;
+  old.revision = 1;
+  old.on_newer_revision = OnNewerRevision::kReset;
+  MpaPolicy cxgb4 = p2p({.read = true});
+  cxgb4.fallback_to_revision1 = true;
+  Pair pair(cxgb4, old);
+  pair.pump();
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kRevisionUnsupported);
+  EXPECT_EQ(pair.resp.hs.close_requested(), CloseKind::kAbortive);
+  pair.init.hs.on_peer_closed(/*reset=*/true, pair.now);
+  pair.init.drain();
+  EXPECT_NE(pair.init.last(CmEventType::kRetryRevision1), nullptr);
+
+  Pair no_fallback(siw(), old);
+  no_fallback.pump();
+  no_fallback.init.hs.on_peer_closed(true, no_fallback.now);
+  no_fallback.init.drain();
+  ASSERT_NE(no_fallback.init.last(CmEventType::kFailed), nullptr);
+  EXPECT_EQ(no_fallback.init.last(CmEventType::kFailed)->failure, CmFailure::kConnectionReset);
+}
+
+TEST(MpaHandshake, ApplicationRejectCarriesPrivateDataToTheInitiator) {
+  Pair pair(siw(), siw());
+  pair.reject = true;
+  pair.resp_pd = {'b', 'u', 's', 'y'};
+  pair.pump();
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->failure, CmFailure::kPeerRejected);
+  ASSERT_TRUE(i->peer_frame.has_value());
+  EXPECT_TRUE(i->peer_frame->reject);
+  EXPECT_EQ(i->peer_frame->private_data, pair.resp_pd);
+  EXPECT_EQ(pair.resp.last(CmEventType::kFailed)->failure, CmFailure::kLocalRejected);
+}
+
+TEST(MpaHandshake, MarkersAreRefusedBySideThatCannotSendThem) {
+  MpaPolicy wants = p2p({.write = true});
+  wants.markers_wanted = true;
+  Pair pair(wants, siw());
+  pair.pump();
+  EXPECT_EQ(pair.resp.last(CmEventType::kFailed)->failure, CmFailure::kMarkersRefused);
+  EXPECT_EQ(pair.init.last(CmEventType::kFailed)->failure, CmFailure::kPeerRejected);
+}
+
+TEST(MpaHandshake, MarkersBothWaysWhenBothAskAndCan) {
+  MpaPolicy strict = p2p({.send = true, .write = true, .read = true});
+  strict.markers_wanted = true;
+  strict.markers_supported = true;
+  Pair pair(strict, strict);
+  pair.pump();
+  ASSERT_TRUE(pair.init.hs.established() && pair.resp.hs.established());
+  const auto i = pair.init.hs.take_handover();
+  EXPECT_TRUE(i.params.markers_to_peer && i.params.markers_from_peer);
+  EXPECT_TRUE(i.tx_options.markers && i.rx_options.markers);
+}
+
+TEST(MpaHandshake, CrcIsUsedWhenEitherSideAsks) {
+  MpaPolicy quiet = siw();
+  quiet.crc = CrcMode::kOptional;
+  Pair pair(quiet, siw());
+  pair.pump();
+  EXPECT_TRUE(pair.init.hs.take_handover().params.crc);
+  Pair none(quiet, quiet);
+  none.pump();
+  EXPECT_FALSE(none.init.hs.take_handover().params.crc);
+  MpaPolicy refuse = siw();
+  refuse.crc = CrcMode::kRefuse;
+  Pair refused(siw(), refuse);
+  refused.pump();
+  EXPECT_EQ(refused.resp.last(CmEventType::kFailed)->failure, CmFailure::kCrcRefused);
+}
+
+TEST(MpaHandshake, GarbageInsteadOfARequestIsAMalformedFrame) {
+  MpaHandshake resp = MpaHandshake::responder(siw(), Clock::now());
+  const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  resp.on_bytes(std::span(reinterpret_cast<const std::uint8_t*>(junk.data()), junk.size()),
+                Clock::now());
+  auto ev = resp.poll_event();
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->failure, CmFailure::kMalformedFrame);
+  EXPECT_EQ(ev->wire_error, wire::WireError::kMpaBadKey);
+  EXPECT_EQ(resp.close_requested(), CloseKind::kAbortive);
+}
+
+TEST(MpaHandshake, RequestAndReplyTimeoutsFire) {
+  MpaPolicy p = siw();
+  p.request_timeout = milliseconds(100);
+  p.reply_timeout = milliseconds(300);
+  const TimePoint t0 = Clock::now();
+  MpaHandshake resp = MpaHandshake::responder(p, t0);
+  resp.on_timer(t0 + milliseconds(99));
+  EXPECT_FALSE(resp.poll_event().has_value());
+  resp.on_timer(t0 + milliseconds(100));
+  EXPECT_EQ(resp.poll_event()->failure, CmFailure::kRequestTimeout);
+
+  MpaHandshake init = MpaHandshake::initiator(p, {}, t0);
+  EXPECT_EQ(*init.next_deadline(), t0 + milliseconds(300));
+  init.on_timer(t0 + milliseconds(300));
+  EXPECT_EQ(init.poll_event()->failure, CmFailure::kReplyTimeout);
+}
+
+TEST(MpaHandshake, RequestSplitIntoSingleOctetsIsStillUnderstood) {
+  MpaHandshake init = MpaHandshake::initiator(siw(), {'x'}, Clock::now());
+  MpaHandshake resp = MpaHandshake::responder(siw(), Clock::now());
+  for (std::uint8_t octet : init.take_output()) resp.on_bytes({&octet, 1}, Clock::now());
+  auto ev = resp.poll_event();
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->type, CmEventType::kConnectRequest);
+}
+
+TEST(MpaHandshake, BytesBehindTheRtrAreHandedOverToTheDataPath) {
+  Pair pair(p2p({.write = true}), siw());
+  pair.pump();
+  ASSERT_TRUE(pair.resp.hs.established());
+  // Nothing extra was sent; now check a responder that gets RTR + data in one read.
+  MpaHandshake init = MpaHandshake::initiator(p2p({.write = true}), {}, Clock::now());
+  MpaHandshake resp = MpaHandshake::responder(siw(), Clock::now());
+  resp.on_bytes(init.take_output(), Clock::now());
+  (void)resp.poll_event();
+  resp.accept({}, Clock::now());
+  init.on_bytes(resp.take_output(), Clock::now());
+  ASSERT_TRUE(init.established());
+  auto rtr = init.take_output();
+  const std::vector<std::uint8_t> extra = {0xde, 0xad};
+  rtr.insert(rtr.end(), extra.begin(), extra.end());
+  resp.on_bytes(rtr, Clock::now());
+  ASSERT_TRUE(resp.established());
+  EXPECT_EQ(resp.take_handover().leftover, extra);
+}
+
+}  // namespace
+}  // namespace rdma_interop::cm
