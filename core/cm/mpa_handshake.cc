@@ -12,8 +12,10 @@ namespace {
 constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
                                                    wire::kMpaCodeNoMatchingRtr};
 
+// What we accept from the peer: a PD_Length above our limit drops the connection, as siw
+// does above RDMA_MAX_PRIVATE_DATA (256).
 wire::MpaLimits limits_of(const MpaPolicy& p) {
-  return wire::MpaLimits{.private_data_limit = wire::kMpaMaxPrivateDataRfc,
+  return wire::MpaLimits{.private_data_limit = p.private_data_limit,
                          .reject_reserved_bits = p.reject_reserved_bits};
 }
 

@@ -371,3 +371,22 @@ TEST(MpaHandshake, BytesBehindTheRtrAreHandedOverToTheDataPath) {
 
 }  // namespace
 }  // namespace rdma_interop::cm
+
+namespace rdma_interop::cm {
+namespace {
+
+TEST(MpaHandshake, PrivateDataAboveTheResponderLimitDropsTheConnection) {
+  MpaPolicy rfc = siw();
+  rfc.private_data_limit = 512;
+  MpaHandshake init = MpaHandshake::initiator(rfc, std::vector<std::uint8_t>(300, 'x'),
+                                              Clock::now());
+  MpaHandshake resp = MpaHandshake::responder(siw(), Clock::now());  // siw: 256
+  resp.on_bytes(init.take_output(), Clock::now());
+  auto ev = resp.poll_event();
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->failure, CmFailure::kMalformedFrame);
+  EXPECT_EQ(ev->wire_error, wire::WireError::kMpaPrivateDataTooLong);
+}
+
+}  // namespace
+}  // namespace rdma_interop::cm
