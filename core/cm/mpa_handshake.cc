@@ -391,9 +391,14 @@ void MpaHandshake::on_peer_closed(bool reset, TimePoint now) {
     events_.push_back(std::move(ev));
     return;
   }
-  fail(reset ? CmFailure::kConnectionReset : CmFailure::kConnectionClosed,
-       reset ? "the peer reset the TCP connection during MPA setup"
-             : "the peer closed the TCP connection during MPA setup",
+  std::string detail = reset ? "the peer reset the TCP connection during MPA setup"
+                             : "the peer closed the TCP connection during MPA setup";
+  if (reset && initiator_ && state_ == State::kAwaitReply && sent_frame_ &&
+      sent_frame_->revision == wire::kMpaRevision2) {
+    detail += "; a reset right after a revision-2 Request is how revision-1-only stacks answer "
+              "(an initiator with fallback_to_revision1 retries in revision 1)";
+  }
+  fail(reset ? CmFailure::kConnectionReset : CmFailure::kConnectionClosed, std::move(detail),
        CloseKind::kGraceful);
 }
 

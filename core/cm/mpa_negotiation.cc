@@ -152,11 +152,16 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
                  rtr_list(policy.rtr_offer);
       return a;
     }
-    if (policy.strict_ird_ord && req.ord > policy.ird) {
+    // Strict (RFC 6581 s3 without the relaxed lowering): each side's ORD must fit the
+    // other side's IRD as offered, in both directions.
+    if (policy.strict_ird_ord && (req.ord > policy.ird || policy.ord > req.ird)) {
       a.failure = CmFailure::kInsufficientIrd;
       a.terminate = kInsufficientIrdCause;
-      a.detail = "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
-                 std::to_string(policy.ird) + " (strict)";
+      a.detail = req.ord > policy.ird
+                     ? "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
+                           std::to_string(policy.ird) + " (strict)"
+                     : "responder ORD " + std::to_string(policy.ord) +
+                           " exceeds initiator IRD " + std::to_string(req.ird) + " (strict)";
       return a;
     }
   } else {
@@ -237,10 +242,15 @@ InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& req
                     kNoMatchingRtrCause);
       }
     }
-    if (policy.strict_ird_ord && policy.ord > rep.ird) {
+    if (policy.strict_ird_ord && (policy.ord > rep.ird || rep.ord > policy.ird)) {
       return fail(CmFailure::kInsufficientIrd,
-                  "this initiator's ORD " + std::to_string(policy.ord) +
-                      " exceeds the responder's IRD " + std::to_string(rep.ird) + " (strict)",
+                  policy.ord > rep.ird
+                      ? "this initiator's ORD " + std::to_string(policy.ord) +
+                            " exceeds the responder's IRD " + std::to_string(rep.ird) +
+                            " (strict)"
+                      : "the responder's ORD " + std::to_string(rep.ord) +
+                            " exceeds this initiator's IRD " + std::to_string(policy.ird) +
+                            " (strict)",
                   kInsufficientIrdCause);
     }
     p.ord = std::min(policy.ord, rep.ird);

@@ -55,7 +55,7 @@ struct MpaPolicy {
   // responder accepts the types in `rtr_offer` and picks the first of `rtr_preference` that
   // both have (types missing from the preference list come after it, Read, Write, Send).
   PeerToPeer peer_to_peer = PeerToPeer::kWhenAsked;
-  RtrSet rtr_offer;
+  RtrSet rtr_offer{.send = true, .write = true, .read = true};  // our stack does all three
   std::vector<RtrType> rtr_preference;
   // RFC 6581 s3 inbound/outbound RDMA Read depths (14 bits). Relaxed: a side lowers its ORD
   // to the peer's IRD. Strict: an ORD above the peer's IRD fails with MPA code 0x06.

@@ -68,7 +68,7 @@ struct QpCaps {
   // Registered for local write on the new connection and posted, in order, before its first
   // FPDU is processed. The buffers must stay valid like registered memory; their completions
   // carry these wr_ids.
-  std::vector<InitialRecv> initial_recvs;
+  std::vector<InitialRecv> initial_recvs = {};
 };
 
 struct ConnectionInfo {
@@ -135,6 +135,18 @@ class Listener {
     std::uint64_t setup_failures = 0;
   };
   virtual Counters counters() const = 0;
+  // A connection whose setup failed before its Request reached the application (request
+  // timeout, malformed frame, reset, over the backlog): each reported once, so a server can
+  // account for every connection, not only the ones it accepted.
+  struct SetupFailure {
+    std::string peer_address;
+    ConnectError error;
+    double elapsed_ms = 0;  // from TCP accept to the failure
+  };
+  // Takes the failures since the last call, oldest first. At most kMaxSetupFailures are
+  // kept between calls (older ones are dropped, still counted in setup_failures).
+  static constexpr std::size_t kMaxSetupFailures = 1024;
+  virtual std::vector<SetupFailure> take_setup_failures() = 0;
   virtual void close() = 0;
 };
 

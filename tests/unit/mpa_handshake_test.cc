@@ -390,3 +390,23 @@ TEST(MpaHandshake, PrivateDataAboveTheResponderLimitDropsTheConnection) {
 
 }  // namespace
 }  // namespace rdma_interop::cm
+
+namespace rdma_interop::cm {
+namespace {
+
+TEST(MpaHandshake, StrictResponderAlsoRefusesItsOwnOrdAboveTheInitiatorsIrd) {
+  MpaPolicy strict = siw();
+  strict.strict_ird_ord = true;
+  strict.ord = 64;
+  MpaPolicy shallow = p2p({.write = true});
+  shallow.ird = 16;
+  Pair pair(shallow, strict);
+  pair.pump();
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
+  EXPECT_NE(r->detail.find("responder ORD 64"), std::string::npos) << r->detail;
+}
+
+}  // namespace
+}  // namespace rdma_interop::cm

@@ -1,0 +1,549 @@
+#include "core/cm/personality.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <system_error>
+
+#include "core/wire/iwarp_constants.h"
+
+namespace rdma_interop::cm {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// Wire names, shared by the parser and to_json() so the two always agree.
+constexpr std::pair<std::string_view, RtrType> kRtrNames[] = {
+    {"send", RtrType::kSend}, {"write", RtrType::kWrite}, {"read", RtrType::kRead}};
+constexpr std::pair<std::string_view, CrcMode> kCrcNames[] = {
+    {"want", CrcMode::kWant}, {"optional", CrcMode::kOptional}, {"refuse", CrcMode::kRefuse}};
+constexpr std::pair<std::string_view, PeerToPeer> kP2pNames[] = {
+    {"off", PeerToPeer::kOff}, {"when-asked", PeerToPeer::kWhenAsked}, {"on", PeerToPeer::kOn}};
+constexpr std::pair<std::string_view, OnNewerRevision> kNewerNames[] = {
+    {"reply", OnNewerRevision::kReplyOwnRevision}, {"reset", OnNewerRevision::kReset}};
+
+template <class E, std::size_t N>
+std::string_view name_of(const std::pair<std::string_view, E> (&table)[N], E value) {
+  for (const auto& [name, v] : table) {
+    if (v == value) return name;
+  }
+  return "?";
+}
+
+template <class E, std::size_t N>
+std::string names_of(const std::pair<std::string_view, E> (&table)[N]) {
+  std::string out;
+  for (const auto& [name, v] : table) {
+    if (!out.empty()) out += " | ";
+    out += name;
+  }
+  return out;
+}
+
+constexpr std::string_view kTopKeys[] = {"name", "description", "mpa", "private_data"};
+constexpr std::string_view kMpaKeys[] = {"revision",
+                                         "crc",
+                                         "markers_wanted",
+                                         "markers_supported",
+                                         "peer_to_peer",
+                                         "rtr_offer",
+                                         "rtr_preference",
+                                         "ird",
+                                         "ord",
+                                         "strict_ird_ord",
+                                         "private_data_limit",
+                                         "reject_reserved_bits",
+                                         "fallback_to_revision1",
+                                         "on_newer_revision",
+                                         "send_rtr",
+                                         "request_timeout_ms",
+                                         "reply_timeout_ms",
+                                         "rtr_timeout_ms"};
+
+// One hour: longer than any handshake wait makes sense, short enough to catch a unit slip
+// (seconds written where milliseconds belong the other way round are caught by review).
+constexpr std::int64_t kMaxTimeoutMs = 3'600'000;
+
+template <std::size_t N>
+std::string join(const std::string_view (&keys)[N]) {
+  std::string out;
+  for (auto k : keys) {
+    if (!out.empty()) out += ", ";
+    out += k;
+  }
+  return out;
+}
+
+std::size_t line_of_offset(std::string_view text, std::size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + offset, '\n'));
+}
+
+// Errors are "origin:line: sentence". nlohmann keeps no positions once parsed, so the line
+// of a key is found by searching the text for "key" (after its parent key for nested ones):
+// right for any file a person writes, and the error is still exact without it.
+class ErrorContext {
+ public:
+  ErrorContext(std::string_view text, std::string_view origin) : text_(text), origin_(origin) {}
+
+  std::string at_key(std::string_view parent, std::string_view key, const std::string& what) const {
+    std::size_t from = 0;
+    if (!parent.empty()) {
+      auto p = text_.find("\"" + std::string(parent) + "\"");
+      if (p != std::string_view::npos) from = p;
+    }
+    auto pos = text_.find("\"" + std::string(key) + "\"", from);
+    if (pos == std::string_view::npos) return std::string(origin_) + ": " + what;
+    return std::string(origin_) + ":" + std::to_string(line_of_offset(text_, pos)) + ": " + what;
+  }
+  std::string plain(const std::string& what) const { return std::string(origin_) + ": " + what; }
+
+ private:
+  std::string_view text_;
+  std::string_view origin_;
+};
+
+std::string type_name(const json& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer";
+  if (v.is_number()) return "a number with a fraction";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// Reads the "mpa" object's fields into a policy; the first problem is the error.
+class MpaReader {
+ public:
+  MpaReader(const json& mpa, const ErrorContext& ctx) : mpa_(mpa), ctx_(ctx) {}
+
+  std::optional<std::string> read(MpaPolicy& p) {
+    for (const auto& [key, value] : mpa_.items()) {
+      if (std::find(std::begin(kMpaKeys), std::end(kMpaKeys), key) == std::end(kMpaKeys)) {
+        return ctx_.at_key(
+            "mpa", key,
+            "unknown key \"mpa." + key + "\" (known keys in \"mpa\": " + join(kMpaKeys) + ")");
+      }
+    }
+    std::int64_t n = 0;
+    if (auto e = integer("revision", wire::kMpaRevision1, wire::kMpaRevision2, n)) return e;
+    if (mpa_.contains("revision")) p.revision = static_cast<std::uint8_t>(n);
+    if (auto e = enumerated("crc", kCrcNames, p.crc)) return e;
+    if (auto e = boolean("markers_wanted", p.markers_wanted)) return e;
+    if (auto e = boolean("markers_supported", p.markers_supported)) return e;
+    if (auto e = enumerated("peer_to_peer", kP2pNames, p.peer_to_peer)) return e;
+    if (auto e = rtr_list("rtr_offer", nullptr, &p.rtr_offer)) return e;
+    if (auto e = rtr_list("rtr_preference", &p.rtr_preference, nullptr)) return e;
+    if (auto e = integer("ird", 0, wire::kMpaIrdOrdMask, n)) return e;
+    if (mpa_.contains("ird")) p.ird = static_cast<std::uint16_t>(n);
+    if (auto e = integer("ord", 0, wire::kMpaIrdOrdMask, n)) return e;
+    if (mpa_.contains("ord")) p.ord = static_cast<std::uint16_t>(n);
+    if (auto e = boolean("strict_ird_ord", p.strict_ird_ord)) return e;
+    if (auto e = integer("private_data_limit", 0, wire::kMpaMaxPrivateDataRfc, n)) return e;
+    if (mpa_.contains("private_data_limit")) p.private_data_limit = static_cast<std::size_t>(n);
+    if (auto e = boolean("reject_reserved_bits", p.reject_reserved_bits)) return e;
+    if (auto e = boolean("fallback_to_revision1", p.fallback_to_revision1)) return e;
+    if (auto e = enumerated("on_newer_revision", kNewerNames, p.on_newer_revision)) return e;
+    if (auto e = boolean("send_rtr", p.send_rtr)) return e;
+    if (auto e = timeout("request_timeout_ms", p.request_timeout)) return e;
+    if (auto e = timeout("reply_timeout_ms", p.reply_timeout)) return e;
+    if (auto e = timeout("rtr_timeout_ms", p.rtr_timeout)) return e;
+    return std::nullopt;
+  }
+
+ private:
+  std::string wrong_type(std::string_view key, std::string_view wanted, const json& v) const {
+    return ctx_.at_key("mpa", key,
+                       "\"mpa." + std::string(key) + "\" must be " + std::string(wanted) +
+                           ", not " + type_name(v));
+  }
+
+  std::optional<std::string> boolean(std::string_view key, bool& out) const {
+    auto it = mpa_.find(key);
+    if (it == mpa_.end()) return std::nullopt;
+    if (!it->is_boolean()) return wrong_type(key, "true or false", *it);
+    out = it->get<bool>();
+    return std::nullopt;
+  }
+
+  std::optional<std::string> integer(std::string_view key, std::int64_t lo, std::int64_t hi,
+                                     std::int64_t& out) const {
+    auto it = mpa_.find(key);
+    if (it == mpa_.end()) return std::nullopt;
+    if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
+    bool too_big = it->is_number_unsigned() &&
+                   it->get<std::uint64_t>() >
+                       static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    std::int64_t v = too_big ? std::numeric_limits<std::int64_t>::max() : it->get<std::int64_t>();
+    if (v < lo || v > hi) {
+      std::ostringstream s;
+      s << "\"mpa." << key << "\" is " << it->dump() << ", out of range " << lo << ".." << hi;
+      if (key == "ird" || key == "ord") s << " (0x3fff: RFC 6581 s3 IRD/ORD are 14 bits)";
+      if (key == "private_data_limit") s << " (RFC 5044 s7.1 allows at most 512 octets)";
+      if (key == "revision") s << " (1: RFC 5044, 2: RFC 6581)";
+      return ctx_.at_key("mpa", key, s.str());
+    }
+    out = v;
+    return std::nullopt;
+  }
+
+  std::optional<std::string> timeout(std::string_view key, std::chrono::milliseconds& out) const {
+    std::int64_t v = 0;
+    if (auto e = integer(key, 1, kMaxTimeoutMs, v)) return e;
+    if (mpa_.contains(key)) out = std::chrono::milliseconds(v);
+    return std::nullopt;
+  }
+
+  template <class E, std::size_t N>
+  std::optional<std::string> enumerated(std::string_view key,
+                                        const std::pair<std::string_view, E> (&table)[N],
+                                        E& out) const {
+    auto it = mpa_.find(key);
+    if (it == mpa_.end()) return std::nullopt;
+    if (!it->is_string()) return wrong_type(key, "one of " + names_of(table), *it);
+    auto text = it->get<std::string>();
+    for (const auto& [name, v] : table) {
+      if (name == text) {
+        out = v;
+        return std::nullopt;
+      }
+    }
+    return ctx_.at_key(
+        "mpa", key,
+        "\"mpa." + std::string(key) + "\" is \"" + text + "\", not one of " + names_of(table));
+  }
+
+  // Either a list (preference order) or a set (offer); duplicates are errors in both.
+  std::optional<std::string> rtr_list(std::string_view key, std::vector<RtrType>* list,
+                                      RtrSet* set) const {
+    auto it = mpa_.find(key);
+    if (it == mpa_.end()) return std::nullopt;
+    std::string wanted = "an array of RTR types (" + names_of(kRtrNames) + ")";
+    if (!it->is_array()) return wrong_type(key, wanted, *it);
+    std::vector<RtrType> types;
+    for (const auto& item : *it) {
+      if (!item.is_string()) {
+        return ctx_.at_key(
+            "mpa", key,
+            "\"mpa." + std::string(key) + "\" must be " + wanted + "; it holds " + type_name(item));
+      }
+      auto text = item.get<std::string>();
+      std::optional<RtrType> type;
+      for (const auto& [name, v] : kRtrNames) {
+        if (name == text) type = v;
+      }
+      if (!type) {
+        return ctx_.at_key("mpa", key,
+                           "\"mpa." + std::string(key) + "\" holds \"" + text +
+                               "\", not an RTR type (" + names_of(kRtrNames) + ")");
+      }
+      if (std::find(types.begin(), types.end(), *type) != types.end()) {
+        return ctx_.at_key("mpa", key,
+                           "\"mpa." + std::string(key) + "\" names \"" + text + "\" twice");
+      }
+      types.push_back(*type);
+    }
+    if (list) *list = types;
+    if (set) {
+      *set = RtrSet{};
+      for (auto t : types) {
+        (t == RtrType::kSend ? set->send : t == RtrType::kWrite ? set->write : set->read) = true;
+      }
+    }
+    return std::nullopt;
+  }
+
+  const json& mpa_;
+  const ErrorContext& ctx_;
+};
+
+bool valid_name(std::string_view name) {
+  if (name.empty()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
+  });
+}
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+std::vector<fs::path> json_files_in(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    if (it->path().extension() == ".json" && it->is_regular_file(ec2)) files.push_back(it->path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::string dir_list(const std::vector<fs::path>& dirs) {
+  if (dirs.empty()) return "no directories";
+  std::string out;
+  for (const auto& d : dirs) {
+    if (!out.empty()) out += ", ";
+    out += d.string();
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<Personality, std::string> parse_personality(std::string_view json_text,
+                                                     std::string_view origin,
+                                                     std::string_view default_name) {
+  ErrorContext ctx(json_text, origin);
+  json doc;
+  try {
+    doc = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    std::string what = e.what();
+    if (auto p = what.find("syntax error"); p != std::string::npos) what = what.substr(p);
+    return unexpected(std::string(origin) + ":" + std::to_string(line_of_offset(json_text, at)) +
+                      ": invalid JSON: " + what);
+  }
+  if (!doc.is_object()) {
+    return unexpected(
+        ctx.plain("a personality is a JSON object ({\"name\": ..., \"mpa\": {...}}), "
+                  "not " +
+                  type_name(doc)));
+  }
+  for (const auto& [key, value] : doc.items()) {
+    if (std::find(std::begin(kTopKeys), std::end(kTopKeys), key) == std::end(kTopKeys)) {
+      return unexpected(
+          ctx.at_key({}, key, "unknown key \"" + key + "\" (known keys: " + join(kTopKeys) + ")"));
+    }
+  }
+
+  Personality p;
+  if (auto it = doc.find("name"); it != doc.end()) {
+    if (!it->is_string()) {
+      return unexpected(ctx.at_key({}, "name", "\"name\" must be a string, not " + type_name(*it)));
+    }
+    p.name = it->get<std::string>();
+  } else if (!default_name.empty()) {
+    p.name = std::string(default_name);
+  } else {
+    return unexpected(ctx.plain("\"name\" is missing"));
+  }
+  if (!valid_name(p.name)) {
+    return unexpected(ctx.at_key(
+        {}, "name", "\"name\" is \"" + p.name + "\"; use letters, digits, '-', '_' and '.' only"));
+  }
+  if (auto it = doc.find("description"); it != doc.end()) {
+    if (!it->is_string()) {
+      return unexpected(
+          ctx.at_key({}, "description", "\"description\" must be a string, not " + type_name(*it)));
+    }
+    p.description = it->get<std::string>();
+  }
+  if (auto it = doc.find("mpa"); it != doc.end()) {
+    if (!it->is_object()) {
+      return unexpected(ctx.at_key({}, "mpa", "\"mpa\" must be an object, not " + type_name(*it)));
+    }
+    if (auto e = MpaReader(*it, ctx).read(p.mpa)) return unexpected(*e);
+  }
+  if (auto it = doc.find("private_data"); it != doc.end()) {
+    if (!it->is_string()) {
+      return unexpected(
+          ctx.at_key({}, "private_data",
+                     "\"private_data\" must be a string (UTF-8 text), not " + type_name(*it)));
+    }
+    auto text = it->get<std::string>();
+    p.private_data.assign(text.begin(), text.end());
+    if (p.private_data.size() > p.mpa.private_data_limit) {
+      return unexpected(ctx.at_key({}, "private_data",
+                                   "\"private_data\" is " + std::to_string(p.private_data.size()) +
+                                       " octets, above \"mpa.private_data_limit\" (" +
+                                       std::to_string(p.mpa.private_data_limit) + ")"));
+    }
+  }
+  if (auto problems = validate(p.mpa); !problems.empty()) {
+    std::string all;
+    for (const auto& problem : problems) {
+      if (!all.empty()) all += "; ";
+      all += problem;
+    }
+    return unexpected(ctx.plain("the \"mpa\" policy is not usable: " + all));
+  }
+  return p;
+}
+
+Expected<Personality, std::string> load_personality_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return unexpected(path.string() + ": no such personality file");
+  }
+  if (fs::is_directory(path, ec)) {
+    return unexpected(path.string() + ": is a directory, not a personality file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return unexpected(path.string() + ": cannot be read");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) return unexpected(path.string() + ": read error");
+  auto text = buf.str();
+  auto parsed = parse_personality(text, path.string(), path.stem().string());
+  if (!parsed) return parsed;
+  parsed->source_path = path.string();
+  return parsed;
+}
+
+std::vector<std::filesystem::path> default_personality_dirs() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("RDMA_INTEROP_PERSONALITY_DIR"); env && *env) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      auto colon = rest.find(':');
+      auto part = rest.substr(0, colon);
+      if (!part.empty()) candidates.emplace_back(part);
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  // An installed tree found from the executable (a relocated prefix), then the prefix this
+  // build was configured with.
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    candidates.push_back(exe.parent_path().parent_path() / "share/rdma-interop/personalities");
+#ifdef RDMA_INTEROP_INSTALLED_PERSONALITY_DIR
+  candidates.emplace_back(RDMA_INTEROP_INSTALLED_PERSONALITY_DIR);
+#endif
+#ifdef RDMA_INTEROP_SOURCE_PERSONALITY_DIR
+  candidates.emplace_back(RDMA_INTEROP_SOURCE_PERSONALITY_DIR);
+#endif
+  std::vector<fs::path> dirs;
+  for (auto& c : candidates) {
+    if (!is_dir(c)) continue;
+    auto canon = fs::weakly_canonical(c, ec);
+    if (ec) canon = c;
+    if (std::find(dirs.begin(), dirs.end(), canon) == dirs.end()) dirs.push_back(canon);
+  }
+  return dirs;
+}
+
+Expected<Personality, std::string> find_personality(
+    std::string_view name_or_path, const std::vector<std::filesystem::path>& search_dirs) {
+  if (name_or_path.empty()) {
+    return unexpected(std::string("personality name is empty"));
+  }
+  bool is_path = name_or_path.find('/') != std::string_view::npos ||
+                 (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  if (is_path) return load_personality_file(fs::path(name_or_path));
+
+  for (const auto& dir : search_dirs) {
+    auto file = dir / (std::string(name_or_path) + ".json");
+    std::error_code ec;
+    if (fs::is_regular_file(file, ec)) return load_personality_file(file);
+  }
+  std::set<std::string> known;
+  for (const auto& dir : search_dirs) {
+    for (const auto& f : json_files_in(dir)) known.insert(f.stem().string());
+  }
+  std::string names;
+  for (const auto& n : known) {
+    if (!names.empty()) names += ", ";
+    names += n;
+  }
+  return unexpected("unknown personality \"" + std::string(name_or_path) +
+                    "\" (known: " + (names.empty() ? std::string("none") : names) +
+                    "; searched: " + dir_list(search_dirs) + "; or give a path to a .json file)");
+}
+
+std::vector<Personality> list_personalities(const std::vector<std::filesystem::path>& dirs,
+                                            std::vector<std::string>* problems) {
+  std::map<std::string, Personality> by_name;
+  for (const auto& dir : dirs) {
+    for (const auto& file : json_files_in(dir)) {
+      auto p = load_personality_file(file);
+      if (!p) {
+        if (problems) problems->push_back(p.error());
+        continue;
+      }
+      by_name.try_emplace(p->name, std::move(*p));
+    }
+  }
+  std::vector<Personality> out;
+  out.reserve(by_name.size());
+  for (auto& [name, p] : by_name) out.push_back(std::move(p));
+  return out;
+}
+
+nlohmann::ordered_json to_json(const MpaPolicy& p) {
+  using json = nlohmann::ordered_json;
+  json offer = json::array();
+  for (const auto& [name, t] : kRtrNames) {
+    if (p.rtr_offer.contains(t)) offer.push_back(name);
+  }
+  json preference = json::array();
+  for (auto t : p.rtr_preference) preference.push_back(name_of(kRtrNames, t));
+  return json{
+      {"revision", p.revision},
+      {"crc", name_of(kCrcNames, p.crc)},
+      {"markers_wanted", p.markers_wanted},
+      {"markers_supported", p.markers_supported},
+      {"peer_to_peer", name_of(kP2pNames, p.peer_to_peer)},
+      {"rtr_offer", offer},
+      {"rtr_preference", preference},
+      {"ird", p.ird},
+      {"ord", p.ord},
+      {"strict_ird_ord", p.strict_ird_ord},
+      {"private_data_limit", p.private_data_limit},
+      {"reject_reserved_bits", p.reject_reserved_bits},
+      {"fallback_to_revision1", p.fallback_to_revision1},
+      {"on_newer_revision", name_of(kNewerNames, p.on_newer_revision)},
+      {"send_rtr", p.send_rtr},
+      {"request_timeout_ms", p.request_timeout.count()},
+      {"reply_timeout_ms", p.reply_timeout.count()},
+      {"rtr_timeout_ms", p.rtr_timeout.count()},
+  };
+}
+
+nlohmann::ordered_json to_json(const Personality& p) {
+  using json = nlohmann::ordered_json;
+  json j{{"name", p.name}, {"description", p.description}, {"mpa", to_json(p.mpa)}};
+  if (!p.private_data.empty()) {
+    // Stored as text; bytes that are not valid UTF-8 are replaced when printed.
+    j["private_data"] = std::string(p.private_data.begin(), p.private_data.end());
+  }
+  return j;
+}
+
+nlohmann::ordered_json to_json(const NegotiatedParams& n) {
+  using json = nlohmann::ordered_json;
+  return json{
+      {"revision", n.revision},
+      {"crc", n.crc},
+      {"markers_to_peer", n.markers_to_peer},
+      {"markers_from_peer", n.markers_from_peer},
+      {"enhanced", n.enhanced},
+      {"peer_to_peer", n.peer_to_peer},
+      {"rtr", n.rtr ? json(name_of(kRtrNames, *n.rtr)) : json(nullptr)},
+      {"ird", n.ird},
+      {"ord", n.ord},
+      {"peer_ird", n.peer_ird},
+      {"peer_ord", n.peer_ord},
+  };
+}
+
+std::ostream& operator<<(std::ostream& os, const Personality& personality) {
+  return os << to_json(personality).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace rdma_interop::cm

@@ -1,0 +1,99 @@
+// personality.h - a peer's MPA choices as a declarative JSON file, and where to find them.
+//
+// A personality names an MpaPolicy plus the private data the peer sends, so the interop
+// matrix can meet other stacks' documented behaviour (Linux siw, cxgb4, revision-1-only
+// firmware, a peer that never sends its RTR) on one machine. The format:
+//
+//   {
+//     "name": "siw",
+//     "description": "Linux soft-iWARP defaults (drivers/infiniband/sw/siw)",
+//     "mpa": {
+//       "revision": 2,                        1 or 2
+//       "crc": "optional",                    want | optional | refuse
+//       "markers_wanted": false, "markers_supported": false,
+//       "peer_to_peer": "when-asked",         off | when-asked | on
+//       "rtr_offer": ["write", "read"],       send | write | read
+//       "rtr_preference": ["write", "read"],
+//       "ird": 16, "ord": 16,                 0 .. 0x3fff (RFC 6581 s3: 14 bits)
+//       "strict_ird_ord": false,
+//       "private_data_limit": 256,            0 .. 512 (RFC 5044 s7.1)
+//       "reject_reserved_bits": true,
+//       "fallback_to_revision1": false,
+//       "on_newer_revision": "reply",         reply | reset
+//       "send_rtr": true,
+//       "request_timeout_ms": 5000, "reply_timeout_ms": 10000, "rtr_timeout_ms": 5000
+//     },
+//     "private_data": "siw"                   UTF-8 text, at most private_data_limit octets
+//   }
+//
+// Every key in "mpa" is optional (the default is MpaPolicy's). An unknown key, a value of the
+// wrong type or out of range, and a policy cm::validate() objects to are errors; each error
+// is one sentence naming the file (and the line where it can be found).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cm/mpa_policy.h"
+#include "core/cm/negotiated_params.h"
+#include "core/util/expected.h"
+
+namespace rdma_interop::cm {
+
+struct Personality {
+  std::string name;
+  std::string description;
+  MpaPolicy mpa;
+  std::vector<std::uint8_t> private_data;
+  std::string source_path;  // the file it came from; empty when parsed from text
+
+  friend bool operator==(const Personality&, const Personality&) = default;
+};
+
+// Parses personality JSON. `origin` names the text in error messages (a path, "<test>").
+// A missing "name" is an error unless `default_name` is given (the file stem).
+Expected<Personality, std::string> parse_personality(std::string_view json_text,
+                                                     std::string_view origin,
+                                                     std::string_view default_name = {});
+
+// Reads and parses one file; the name defaults to the file stem. source_path is set.
+Expected<Personality, std::string> load_personality_file(const std::filesystem::path& path);
+
+// Where personalities are looked up, in order:
+//   1. $RDMA_INTEROP_PERSONALITY_DIR (several directories separated by ':'),
+//   2. <prefix>/share/rdma-interop/personalities next to the running executable
+//      (bin/../share/...), then the configured install prefix's,
+//   3. the source tree's tools/personalities (builds run from the tree).
+// Directories that do not exist are left out.
+std::vector<std::filesystem::path> default_personality_dirs();
+
+// `name_or_path` containing a '/' or ending in ".json" is a file; anything else is a name
+// looked up as NAME.json in `search_dirs`, first match wins. Not found: the error lists the
+// known names and the directories searched.
+Expected<Personality, std::string> find_personality(
+    std::string_view name_or_path, const std::vector<std::filesystem::path>& search_dirs);
+
+// Every *.json in `dirs`, sorted by name; a name found in an earlier directory hides later
+// ones. Files that fail to load are left out and their errors appended to `problems`.
+std::vector<Personality> list_personalities(const std::vector<std::filesystem::path>& dirs,
+                                            std::vector<std::string>* problems = nullptr);
+
+// JSON out keeps the documented key order (ordered_json), so reports read like the docs.
+// The file format above, complete (every mpa key written out); parse_personality() of it
+// gives back an equal Personality apart from source_path.
+nlohmann::ordered_json to_json(const Personality& personality);
+nlohmann::ordered_json to_json(const MpaPolicy& policy);
+// rdma-probe's "negotiated" object: {"revision":2,"crc":true,"markers_to_peer":false,
+// "markers_from_peer":false,"enhanced":true,"peer_to_peer":true,"rtr":"read"|null,
+// "ird":16,"ord":16,"peer_ird":32,"peer_ord":32}
+nlohmann::ordered_json to_json(const NegotiatedParams& params);
+
+// Values print themselves (test failures, logs): the JSON, on one line.
+std::ostream& operator<<(std::ostream& os, const Personality& personality);
+
+}  // namespace rdma_interop::cm

@@ -1,0 +1,376 @@
+#include "core/transport/tcp/connection_core.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <array>
+
+#include "core/wire/terminate.h"
+
+namespace rdma_interop::transport::tcp {
+namespace {
+
+constexpr std::size_t kRxBufferSize = 256 * 1024;
+constexpr int kReadsPerWakeup = 4;    // then let other connections run
+constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
+// After a Terminate (RFC 5040 s5.3: the stream is closed after it), how long the peer has
+// to close its side before we reset the connection.
+constexpr auto kTerminateLinger = std::chrono::seconds(2);
+
+rdmap::EndpointLimits limits_of(const QpCaps& caps) {
+  return rdmap::EndpointLimits{caps.max_send_wr, caps.max_recv_wr, caps.max_ulpdu};
+}
+
+}  // namespace
+
+ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info,
+                               cm::Handover handover, const QpCaps& caps,
+                               std::vector<std::uint8_t> unsent)
+    : loop_(loop),
+      info_(std::move(info)),
+      endpoint_(handover.params, handover.sequence, registry_, limits_of(caps),
+                handover.hold_tx_until_first_rx),
+      fd_(std::move(fd)),
+      encoder_(handover.tx_options, handover.tx_stream_position),
+      decoder_(handover.rx_options, handover.rx_stream_position),
+      leftover_(std::move(handover.leftover)),
+      unsent_(std::move(unsent)),
+      rx_buffer_(kRxBufferSize) {
+  for (const InitialRecv& r : caps.initial_recvs) {
+    const std::uint32_t stag = registry_.register_region(r.addr, r.length, rdmap::kLocalWrite);
+    endpoint_.post_recv(rdmap::RecvWr{
+        r.wr_id, rdmap::Sge{reinterpret_cast<std::uint64_t>(r.addr), r.length, stag}});
+  }
+}
+
+ConnectionCore::~ConnectionCore() = default;
+
+void ConnectionCore::start() {
+  std::lock_guard lock(mu_);
+  interest_ = EPOLLIN;
+  token_ = loop_.watch(fd_.get(), interest_, shared_from_this());
+  watching_ = true;
+  const std::vector<std::uint8_t> leftover = std::move(leftover_);
+  feed(leftover);
+  after_activity();
+}
+
+// ---- Application side ------------------------------------------------------------------
+
+std::uint32_t ConnectionCore::register_memory(void* addr, std::size_t length,
+                                              std::uint32_t access) {
+  std::lock_guard lock(mu_);
+  return registry_.register_region(addr, length, access);
+}
+
+bool ConnectionCore::deregister_memory(std::uint32_t stag) {
+  std::lock_guard lock(mu_);
+  return registry_.deregister(stag);
+}
+
+std::optional<rdmap::PostError> ConnectionCore::post_send(const rdmap::SendWr& wr) {
+  std::lock_guard lock(mu_);
+  if (phase_ != Phase::kOpen || local_close_ || released_) return rdmap::PostError::kNotConnected;
+  const auto error = endpoint_.post_send(wr);
+  drain_completions();
+  if (!error) wake_locked();
+  return error;
+}
+
+std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& wr) {
+  std::lock_guard lock(mu_);
+  if (released_) return rdmap::PostError::kNotConnected;
+  const auto error = endpoint_.post_recv(wr);
+  drain_completions();
+  return error;
+}
+
+std::vector<rdmap::WorkCompletion> ConnectionCore::poll_completions(std::size_t max,
+                                                                    Millis timeout) {
+  std::unique_lock lock(mu_);
+  if (completions_.empty() && timeout > Millis::zero()) {
+    cv_.wait_for(lock, timeout, [&] { return !completions_.empty(); });
+  }
+  std::vector<rdmap::WorkCompletion> out;
+  const std::size_t n = std::min(max, completions_.size());
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(std::move(completions_.front()));
+    completions_.pop_front();
+  }
+  return out;
+}
+
+ConnectionState ConnectionCore::state() const {
+  std::lock_guard lock(mu_);
+  if (final_state_) return *final_state_;
+  return endpoint_.state() == rdmap::EndpointState::kRunning ? ConnectionState::kConnected
+                                                             : ConnectionState::kError;
+}
+
+std::string ConnectionCore::error_detail() const {
+  std::lock_guard lock(mu_);
+  return detail_;
+}
+
+std::optional<wire::TerminateMessage> ConnectionCore::terminate_received() const {
+  std::lock_guard lock(mu_);
+  return endpoint_.terminate_received();
+}
+
+std::optional<wire::TerminateMessage> ConnectionCore::terminate_sent() const {
+  std::lock_guard lock(mu_);
+  return endpoint_.terminate_sent();
+}
+
+void ConnectionCore::disconnect(Millis timeout) {
+  std::unique_lock lock(mu_);
+  if (phase_ == Phase::kClosed) return;
+  if (!local_close_) {
+    local_close_ = true;
+    settle(ConnectionState::kClosed, "disconnected by the application");
+    close_deadline_ = Clock::now() + timeout;
+    wake_locked();
+  }
+  // The event thread resets the connection at the deadline; the margin covers its wakeup.
+  cv_.wait_for(lock, timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
+}
+
+void ConnectionCore::release() {
+  loop_.run([this] {
+    std::lock_guard lock(mu_);
+    if (phase_ == Phase::kClosed) {
+      released_ = true;
+      completions_.clear();
+      return;
+    }
+    transmit();  // what the application already posted may still go out
+    released_ = true;
+    settle(ConnectionState::kClosed, "the connection was destroyed by the application");
+    close_socket(false);
+    completions_.clear();
+  });
+}
+
+void ConnectionCore::wake_locked() {
+  if (wake_posted_) return;
+  wake_posted_ = true;
+  loop_.post([self = shared_from_this()] {
+    std::lock_guard lock(self->mu_);
+    self->wake_posted_ = false;
+    if (self->phase_ != Phase::kClosed) self->after_activity();
+  });
+}
+
+// ---- Event thread ----------------------------------------------------------------------
+
+void ConnectionCore::on_io(std::uint32_t events) {
+  const auto self = shared_from_this();
+  std::lock_guard lock(mu_);
+  if (phase_ == Phase::kClosed) return;
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) read_socket();
+  if (phase_ != Phase::kClosed) after_activity();
+}
+
+void ConnectionCore::read_socket() {
+  for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
+    const IoResult r = read_some(fd_.get(), rx_buffer_);
+    if (r.would_block) return;
+    if (r.eof || r.error != 0) {
+      on_peer_closed(r.error != 0, r.error);
+      return;
+    }
+    feed(std::span(rx_buffer_).first(r.bytes));
+    if (r.bytes < rx_buffer_.size()) return;
+  }
+}
+
+void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
+  if (stream_failed_ || released_) return;
+  while (!octets.empty()) {
+    auto step = decoder_.step(octets);
+    if (!step) {
+      // RFC 5044 s7: a framing error ends the stream; the endpoint sends the Terminate.
+      stream_failed_ = true;
+      settle(ConnectionState::kError,
+             "received a malformed FPDU (" + std::string(wire::describe(step.error())) +
+                 "); sent a Terminate");
+      endpoint_.on_stream_error(step.error());
+      return;
+    }
+    octets = octets.subspan(step->consumed);
+    if (step->ulpdu) endpoint_.on_ulpdu(*step->ulpdu);
+  }
+}
+
+void ConnectionCore::transmit() {
+  if (phase_ != Phase::kOpen || !write_unsent() || released_) return;
+  while (phase_ == Phase::kOpen) {
+    const auto ulpdu = endpoint_.next_outgoing();
+    if (!ulpdu) return;
+    const std::array<std::span<const std::uint8_t>, 2> parts{ulpdu->header_octets(),
+                                                             ulpdu->payload};
+    const auto encoded = encoder_.encode(parts, frame_);
+    if (!encoded) {
+      // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
+      settle(ConnectionState::kError,
+             "internal error: a ULPDU of " +
+                 std::to_string(parts[0].size() + parts[1].size()) +
+                 " octets exceeds the MULPDU; connection reset");
+      close_socket(true);
+      return;
+    }
+    // The frame may point into `ulpdu` and registered memory: it is written or copied to
+    // `unsent_` before the next call into the endpoint.
+    if (!write_frame()) return;
+  }
+}
+
+bool ConnectionCore::write_unsent() {
+  while (unsent_offset_ < unsent_.size()) {
+    const iovec part{unsent_.data() + unsent_offset_, unsent_.size() - unsent_offset_};
+    const IoResult r = write_some(fd_.get(), std::span(&part, 1));
+    if (r.error != 0) {
+      on_peer_closed(true, r.error);
+      return false;
+    }
+    if (r.would_block) return false;
+    unsent_offset_ += r.bytes;
+  }
+  unsent_.clear();
+  unsent_offset_ = 0;
+  return true;
+}
+
+bool ConnectionCore::write_frame() {
+  iov_.clear();
+  for (const auto slice : frame_.slices()) {
+    if (slice.empty()) continue;
+    iov_.push_back(iovec{const_cast<std::uint8_t*>(slice.data()), slice.size()});
+  }
+  std::size_t next = 0;
+  while (next < iov_.size()) {
+    const std::size_t count = std::min(iov_.size() - next, kMaxIovPerCall);
+    const IoResult r = write_some(fd_.get(), std::span(iov_).subspan(next, count));
+    if (r.error != 0) {
+      on_peer_closed(true, r.error);
+      return false;
+    }
+    std::size_t written = r.bytes;
+    while (written > 0) {
+      iovec& v = iov_[next];
+      if (written >= v.iov_len) {
+        written -= v.iov_len;
+        ++next;
+      } else {
+        v.iov_base = static_cast<std::uint8_t*>(v.iov_base) + written;
+        v.iov_len -= written;
+        written = 0;
+      }
+    }
+    if (r.would_block) break;
+  }
+  if (next == iov_.size()) return true;
+  // The socket is full: keep the rest of this one FPDU, and pull no more until it is out.
+  for (; next < iov_.size(); ++next) {
+    const auto* p = static_cast<const std::uint8_t*>(iov_[next].iov_base);
+    unsent_.insert(unsent_.end(), p, p + iov_[next].iov_len);
+  }
+  return false;
+}
+
+void ConnectionCore::after_activity() {
+  transmit();
+  drain_completions();
+  if (const auto& t = endpoint_.terminate_received()) {
+    settle(ConnectionState::kError, "the peer sent a Terminate: " + wire::to_string(*t));
+  } else if (const auto& t = endpoint_.terminate_sent()) {
+    settle(ConnectionState::kError, "sent a Terminate: " + wire::to_string(*t));
+  }
+  if (phase_ == Phase::kClosed) return;
+  const bool terminating = endpoint_.state() != rdmap::EndpointState::kRunning;
+  if (local_close_ && close_deadline_) arm_close_timer(*close_deadline_);
+  if (terminating) arm_close_timer(Clock::now() + kTerminateLinger);
+  if (phase_ == Phase::kOpen && (terminating || local_close_) && unsent_.empty() &&
+      !endpoint_.has_outgoing()) {
+    // Everything (the Terminate last) is out: send our FIN and wait for the peer's.
+    ::shutdown(fd_.get(), SHUT_WR);
+    phase_ = Phase::kWriteClosed;
+    cv_.notify_all();
+  }
+  update_interest();
+}
+
+void ConnectionCore::on_peer_closed(bool reset, int err) {
+  if (phase_ == Phase::kClosed) return;
+  if (reset) {
+    settle(ConnectionState::kError, "the connection was reset: " + errno_text(err));
+  } else if (!decoder_.at_boundary() && !stream_failed_) {
+    settle(ConnectionState::kError, "the peer closed the connection in the middle of an FPDU");
+  } else {
+    settle(ConnectionState::kClosed, "the peer closed the connection");
+  }
+  close_socket(false);
+}
+
+void ConnectionCore::close_socket(bool abortive) {
+  if (phase_ == Phase::kClosed) return;
+  if (close_timer_) {
+    loop_.cancel_timer(*close_timer_);
+    close_timer_.reset();
+  }
+  if (watching_) {
+    loop_.unwatch(token_);
+    watching_ = false;
+  }
+  if (abortive) {
+    close_abortive(fd_);
+  } else {
+    fd_.reset();
+  }
+  phase_ = Phase::kClosed;
+  unsent_.clear();
+  unsent_offset_ = 0;
+  endpoint_.on_connection_lost();  // outstanding requests complete with errors
+  drain_completions();
+  cv_.notify_all();
+}
+
+void ConnectionCore::arm_close_timer(TimePoint deadline) {
+  if (close_timer_) return;
+  close_timer_ = loop_.add_timer(deadline, [self = shared_from_this()] {
+    std::lock_guard lock(self->mu_);
+    self->close_timer_.reset();
+    if (self->phase_ == Phase::kClosed) return;
+    self->settle(ConnectionState::kError, "the peer did not close the connection in time");
+    self->close_socket(true);
+  });
+}
+
+void ConnectionCore::update_interest() {
+  if (!watching_) return;
+  const bool want_out = phase_ == Phase::kOpen && !unsent_.empty();
+  const std::uint32_t want = EPOLLIN | (want_out ? EPOLLOUT : 0u);
+  if (want == interest_) return;
+  interest_ = want;
+  loop_.rewatch(token_, interest_);
+}
+
+void ConnectionCore::drain_completions() {
+  bool any = false;
+  while (auto wc = endpoint_.poll_completion()) {
+    if (!released_) completions_.push_back(std::move(*wc));
+    any = true;
+  }
+  if (any) cv_.notify_all();
+}
+
+void ConnectionCore::settle(ConnectionState state, std::string detail) {
+  if (final_state_) return;
+  final_state_ = state;
+  detail_ = std::move(detail);
+  cv_.notify_all();
+}
+
+}  // namespace rdma_interop::transport::tcp

@@ -1,0 +1,222 @@
+#include "core/transport/tcp/mpa_session.h"
+
+#include <sys/epoll.h>
+
+#include <array>
+
+#include "core/transport/tcp/connection_core.h"
+
+namespace rdma_interop::transport::tcp {
+namespace {
+
+// An honest peer sends one MPA frame (at most 20 + 512 octets) and maybe an RTR before
+// setup completes; the data that may follow an RTR is read by the data path, not here.
+constexpr std::size_t kMaxSetupOctets = 256 * 1024;
+
+ConnectError setup_error(cm::CmFailure failure, std::string detail) {
+  ConnectError e;
+  e.kind = ConnectError::Kind::kSetup;
+  e.failure = failure;
+  e.detail = std::move(detail);
+  return e;
+}
+
+}  // namespace
+
+MpaSession::MpaSession(EventLoop& loop, Fd fd, cm::MpaHandshake handshake,
+                       std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks)
+    : loop_(loop),
+      fd_(std::move(fd)),
+      hs_(std::move(handshake)),
+      caps_(std::move(caps)),
+      fell_back_(fell_back_to_revision1),
+      hooks_(std::move(hooks)),
+      peer_address_(peer_address_of(fd_.get())) {}
+
+MpaSession::~MpaSession() {
+  // Only reached unfinished when the provider shuts down with the session still on it.
+  if (!finished_) {
+    outcome_.set(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionClosed,
+                                                  "the provider shut down during MPA setup")});
+  }
+}
+
+void MpaSession::start() {
+  interest_ = EPOLLIN;
+  token_ = loop_.watch(fd_.get(), interest_, shared_from_this());
+  watching_ = true;
+  drive();
+}
+
+void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
+  if (finished_) return;
+  caps_ = std::move(caps);
+  hs_.accept(std::move(private_data), Clock::now());
+  drive();
+}
+
+void MpaSession::reject(std::vector<std::uint8_t> private_data) {
+  if (finished_) return;
+  hs_.reject(std::move(private_data), Clock::now());
+  drive();
+}
+
+void MpaSession::abort(const std::string& why) {
+  if (finished_) return;
+  stop_io();
+  close_abortive(fd_);
+  finished_ = true;
+  outcome_.set(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionClosed, why)});
+}
+
+void MpaSession::on_io(std::uint32_t events) {
+  const auto self = shared_from_this();  // a hook may drop the owner's reference
+  if ((events & EPOLLOUT) != 0) write_output();
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
+    drive();
+    return;
+  }
+  std::array<std::uint8_t, 16384> buffer;
+  while (!finished_ && !hs_.finished()) {
+    const IoResult r = read_some(fd_.get(), buffer);
+    if (r.would_block) break;
+    if (r.eof || r.error != 0) {
+      hs_.on_peer_closed(r.error != 0, Clock::now());
+      drive();
+      break;
+    }
+    octets_in_ += r.bytes;
+    if (octets_in_ > kMaxSetupOctets) {
+      stop_io();
+      close_abortive(fd_);
+      finish(SetupResult{nullptr,
+                         setup_error(cm::CmFailure::kUnexpectedFrame,
+                                     "the peer sent more than " +
+                                         std::to_string(kMaxSetupOctets) +
+                                         " octets before MPA setup completed")});
+      return;
+    }
+    hs_.on_bytes(std::span(buffer).first(r.bytes), Clock::now());
+    drive();
+  }
+}
+
+void MpaSession::drive() {
+  const auto self = shared_from_this();
+  write_output();
+  while (!finished_) {
+    auto event = hs_.poll_event();
+    if (!event) break;
+    handle(std::move(*event));
+  }
+  if (!finished_) rearm_timer();
+}
+
+void MpaSession::handle(cm::CmEvent event) {
+  switch (event.type) {
+    case cm::CmEventType::kConnectRequest:
+      request_ = event.peer_frame;
+      if (hooks_.on_request) {
+        hooks_.on_request(shared_from_this());
+      } else {
+        reject({});
+      }
+      break;
+    case cm::CmEventType::kEstablished:
+      establish();
+      break;
+    case cm::CmEventType::kFailed:
+      fail(std::move(event));
+      break;
+    case cm::CmEventType::kRetryRevision1:
+      stop_io();
+      close_abortive(fd_);
+      finish(SetupResult{nullptr, std::nullopt, true});
+      break;
+  }
+}
+
+void MpaSession::establish() {
+  cm::Handover handover = hs_.take_handover();
+  ConnectionInfo info;
+  info.params = handover.params;
+  info.local_address = local_address_of(fd_.get());
+  info.peer_address = peer_address_;
+  info.sent_frame = hs_.sent_frame().value_or(wire::MpaFrame{});
+  info.received_frame = hs_.received_frame().value_or(wire::MpaFrame{});
+  info.fell_back_to_revision1 = fell_back_;
+  write_output();
+  stop_io();
+  auto core = std::make_shared<ConnectionCore>(loop_, std::move(fd_), std::move(info),
+                                               std::move(handover), caps_.value_or(QpCaps{}),
+                                               std::move(unsent_));
+  core->start();
+  finish(SetupResult{std::move(core), std::nullopt});
+}
+
+void MpaSession::fail(cm::CmEvent event) {
+  write_output();  // the Reject Reply or the Terminate goes out before the close
+  ConnectError e = setup_error(event.failure, std::move(event.detail));
+  e.peer_frame = std::move(event.peer_frame);
+  e.terminate = event.terminate;
+  stop_io();
+  if (hs_.close_requested() == cm::CloseKind::kAbortive) {
+    close_abortive(fd_);
+  } else {
+    close_graceful(fd_);
+  }
+  finish(SetupResult{nullptr, std::move(e)});
+}
+
+void MpaSession::finish(SetupResult result) {
+  finished_ = true;
+  const auto self = shared_from_this();
+  if (hooks_.on_finished) hooks_.on_finished(self, result);
+  outcome_.set(std::move(result));
+}
+
+void MpaSession::write_output() {
+  const auto out = hs_.take_output();
+  unsent_.insert(unsent_.end(), out.begin(), out.end());
+  if (!fd_ || unsent_.empty()) return;
+  const iovec part{unsent_.data(), unsent_.size()};
+  const IoResult r = write_some(fd_.get(), std::span(&part, 1));
+  unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(r.bytes));
+  if (r.error != 0) {
+    unsent_.clear();
+    hs_.on_peer_closed(true, Clock::now());
+  }
+  const std::uint32_t want = unsent_.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT);
+  if (watching_ && want != interest_) {
+    interest_ = want;
+    loop_.rewatch(token_, interest_);
+  }
+}
+
+void MpaSession::rearm_timer() {
+  const auto deadline = hs_.next_deadline();
+  if (timer_ && (!deadline || timer_->first != *deadline)) {
+    loop_.cancel_timer(*timer_);
+    timer_.reset();
+  }
+  if (!deadline || timer_) return;
+  timer_ = loop_.add_timer(*deadline, [self = shared_from_this()] {
+    self->timer_.reset();
+    if (self->finished_) return;
+    self->hs_.on_timer(Clock::now());
+    self->drive();
+  });
+}
+
+void MpaSession::stop_io() {
+  if (timer_) {
+    loop_.cancel_timer(*timer_);
+    timer_.reset();
+  }
+  if (watching_) {
+    loop_.unwatch(token_);
+    watching_ = false;
+  }
+}
+
+}  // namespace rdma_interop::transport::tcp

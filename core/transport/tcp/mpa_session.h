@@ -1,0 +1,90 @@
+// mpa_session.h - one TCP connection going through MPA setup, driven on the event loop.
+//
+// The session feeds the socket's octets, the time and peer closes into cm::MpaHandshake,
+// writes what it produces, and honours its close requests (abortive = RST). It ends in
+// exactly one SetupResult: an established ConnectionCore (the socket and the handshake's
+// handover move into it), a ConnectError, or, for an initiator, "retry in revision 1".
+// All methods except the accessors run on the event thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cm/mpa_handshake.h"
+#include "core/transport/provider.h"
+#include "core/transport/tcp/event_loop.h"
+
+namespace rdma_interop::transport::tcp {
+
+class ConnectionCore;
+
+struct SetupResult {
+  std::shared_ptr<ConnectionCore> connection;  // established
+  std::optional<ConnectError> error;           // failed
+  bool retry_revision1 = false;                // initiator: reconnect in revision 1
+};
+
+class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSession> {
+ public:
+  struct Hooks {
+    // Responder: a valid Request arrived; the application decides with accept()/reject().
+    std::function<void(const std::shared_ptr<MpaSession>&)> on_request;
+    // Exactly once, when the session ends (after its socket moved on or was closed).
+    std::function<void(const std::shared_ptr<MpaSession>&, const SetupResult&)> on_finished;
+  };
+
+  // `caps` is known up front for an initiator, and comes with accept() for a responder.
+  MpaSession(EventLoop& loop, Fd fd, cm::MpaHandshake handshake, std::optional<QpCaps> caps,
+             bool fell_back_to_revision1, Hooks hooks);
+  ~MpaSession() override;
+
+  void start();
+  void accept(std::vector<std::uint8_t> private_data, QpCaps caps);
+  void reject(std::vector<std::uint8_t> private_data);
+  // Ends the session at once with an RST, without calling on_finished (the owner is
+  // closing); a waiting application gets `why` as a setup failure.
+  void abort(const std::string& why);
+
+  // Any thread, once on_request has run: the peer's Request.
+  const wire::MpaFrame& request() const { return *request_; }
+  const std::string& peer_address() const { return peer_address_; }
+  Clock::time_point started() const { return started_; }
+  // Any thread: the application waits here for accept()'s outcome.
+  Rendezvous<SetupResult>& outcome() { return outcome_; }
+
+  void on_io(std::uint32_t events) override;
+
+ private:
+  void drive();
+  void handle(cm::CmEvent event);
+  void establish();
+  void fail(cm::CmEvent event);
+  void finish(SetupResult result);
+  void write_output();
+  void rearm_timer();
+  void stop_io();
+
+  EventLoop& loop_;
+  Fd fd_;
+  EventLoop::Token token_ = 0;
+  bool watching_ = false;
+  std::uint32_t interest_ = 0;
+  cm::MpaHandshake hs_;
+  std::optional<QpCaps> caps_;
+  bool fell_back_;
+  Hooks hooks_;
+  std::string peer_address_;
+  Clock::time_point started_ = Clock::now();
+  std::optional<wire::MpaFrame> request_;
+  std::vector<std::uint8_t> unsent_;  // handshake octets the socket did not take yet
+  std::size_t octets_in_ = 0;         // bounded: setup frames are small
+  std::optional<EventLoop::TimerId> timer_;
+  bool finished_ = false;
+  Rendezvous<SetupResult> outcome_;
+};
+
+}  // namespace rdma_interop::transport::tcp

@@ -1,0 +1,53 @@
+// commands.h - rdma-probe's subcommands, each a function of its parsed options that
+// returns the process exit status (exit_codes.h). main.cc only parses.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/cm/personality.h"
+#include "core/util/expected.h"
+
+namespace rdma_interop::probe {
+
+struct PersonalityChoice {
+  std::string name_or_path;
+  std::vector<std::string> extra_dirs;  // --personality-dir, searched first
+};
+
+struct ServeOptions {
+  std::string listen;  // tcp://ADDR:PORT
+  PersonalityChoice personality;
+  int max_connections = 0;  // 0: until a signal
+  bool once = false;
+  double exchange_timeout_s = 10.0;
+  bool list_personalities = false;
+};
+
+struct ConnectOptions {
+  std::string uri;
+  PersonalityChoice personality;
+  double timeout_s = 15.0;
+  bool json = false;
+};
+
+struct ListOptions {
+  std::vector<std::string> extra_dirs;
+  bool json = false;
+};
+
+int run_serve(const ServeOptions& options);
+int run_connect(const ConnectOptions& options);
+int run_list_personalities(const ListOptions& options);
+
+// --personality-dir directories, then the defaults (personality.h).
+std::vector<std::filesystem::path> personality_search_dirs(
+    const std::vector<std::string>& extra_dirs);
+// Resolves --personality; the error is a sentence for stderr (exit status 2).
+Expected<cm::Personality, std::string> resolve_personality(const PersonalityChoice& choice);
+
+// "rdma-probe <command>: error: <text>" on stderr.
+void print_usage_error(const char* command, const std::string& text);
+
+}  // namespace rdma_interop::probe

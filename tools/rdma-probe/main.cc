@@ -1,0 +1,267 @@
+// rdma-probe: an iWARP responder and initiator for interop testing.
+//
+// This file only parses the command line (CLI11) and dispatches; each subcommand lives in
+// its own file. Every parse error is a sentence on stderr and exit status 2.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+#include "tools/rdma-probe/commands.h"
+#include "tools/rdma-probe/exit_codes.h"
+
+namespace {
+
+using namespace rdma_interop::probe;
+
+constexpr const char* kDescription =
+    R"(rdma-probe - meet another iWARP stack and check that it interoperates.
+
+rdma-probe speaks MPA connection setup (RFC 5044, RFC 6581 revision 2 with IRD/ORD and the
+peer-to-peer ready-to-receive), then DDP/RDMAP (RFC 5041, RFC 5040) over a userspace iWARP
+provider on real TCP sockets. Each side takes a personality: a JSON file naming the MPA
+choices of a known stack (siw, cxgb4, rev1-only, never-rtr, strict) or your own.
+
+Both roles run the same interop exchange on every connection: Sends carrying JSON messages,
+an RDMA Read and RDMA Writes of 64 KiB regions in both directions, every byte checked
+against a seeded pattern, then an orderly disconnect. Results are JSON on stdout.
+)";
+
+constexpr const char* kMainFooter = R"(
+EXIT CODES
+  0  success          1  connection setup or the exchange failed
+  2  bad arguments    3  the address did not answer (TCP connect refused or timed out)
+
+Run 'rdma-probe COMMAND --help' for each command's options, output and examples.
+Personality files: see share/rdma-interop/personalities/README.md (or tools/personalities/).)";
+
+constexpr const char* kServeDescription =
+    R"(Listen for MPA connections and answer them as the given personality.
+
+Connections are handled one at a time: each is accepted (MPA Reply, and in peer-to-peer mode
+the wait for the initiator's RTR), the interop exchange runs as the responder, and one JSON
+line reports it. A connection that stalls is cut off by the personality's MPA timeouts and by
+--exchange-timeout, then the next one is taken. serve runs until SIGTERM or SIGINT (it stops
+within a second, also in the middle of a connection), or after --max-connections / --once.
+
+Output, one JSON object per line on stdout, flushed at once:
+  {"event":"listening","address":"198.18.0.2:7174","personality":"siw","pid":123}
+  {"event":"connection","peer":"198.18.0.1:40122","ok":true,"negotiated":{...},
+   "initiator_view":{...},"exchange":{"ok":true,"bytes_verified":196608,"steps":[...]},
+   "error":null,"elapsed_ms":3.2}
+  a failed setup: "ok":false,"negotiated":null,"exchange":null,
+   "error":{"kind":"setup","failure":"no_matching_rtr","detail":"...",
+            "terminate":{"layer":2,"etype":0,"code":7}}
+"negotiated" is this side's view: {"revision","crc","markers_to_peer","markers_from_peer",
+"enhanced","peer_to_peer","rtr":"send"|"write"|"read"|null,"ird","ord","peer_ird","peer_ord"}.
+Diagnostics go to stderr.
+)";
+
+constexpr const char* kServeFooter = R"(
+EXAMPLES
+  rdma-probe serve --listen tcp://198.18.0.2:7174 --personality siw
+  rdma-probe serve --listen tcp://127.0.0.1:0 --personality cxgb4 --once
+      (port 0: the kernel picks one; the "listening" line tells which)
+  rdma-probe serve --listen tcp://0.0.0.0:7174 --personality ./my-peer.json
+  rdma-probe serve --list-personalities
+
+EXIT CODES
+  0  stopped by SIGTERM/SIGINT, or every connection of --once/--max-connections succeeded
+  1  the address could not be listened on, or a --once/--max-connections connection failed
+  2  bad arguments: URI, personality (unknown name, bad file), option values)";
+
+constexpr const char* kConnectDescription =
+    R"(Connect to a responder as the given personality, run the interop exchange, disconnect.
+
+The run - TCP connect, MPA setup (including a revision-1 retry when the personality allows
+it), the exchange and the disconnect - must finish within --timeout. Without --json a summary
+is printed; with --json one object:
+  {"schema":"rdma-interop/connect/1","ok":true,"uri":"tcp://...","personality":"cxgb4",
+   "negotiated":{...},"responder_view":{...}|null,"fell_back_to_revision1":false,
+   "exchange":{"ok":true,"bytes_verified":196608,"steps":[{"name":"...","ok":true}]},
+   "error":null|{"kind":"setup|unreachable|timeout|exchange","failure":"<cm failure name>",
+                 "detail":"...","terminate":{...}|null},"elapsed_ms":12.3}
+"failure" names the MPA setup failure (no_matching_rtr, reply_timeout, peer_rejected,
+revision_unsupported, ...) or how the connection broke during the exchange
+(connection_closed, connection_reset, terminate_received), and is null when the exchange
+failed on a connection that stayed up (a bad message, a byte that differs); "terminate" is
+the Terminate (layer, etype, code) sent or received. A personality that never sends its RTR
+(never-rtr) stays silent after connecting and reports the responder's verdict.
+)";
+
+constexpr const char* kConnectFooter = R"(
+EXAMPLES
+  rdma-probe connect tcp://198.18.0.2:7174 --personality cxgb4
+  rdma-probe connect tcp://127.0.0.1:7174 --personality rev1-only --json --timeout 5
+  rdma-probe connect tcp://lab-b:7174 --personality mine --personality-dir ./personalities
+
+EXIT CODES
+  0  connected and the exchange verified every byte
+  1  MPA setup failed, timed out, or the exchange failed ("error" says why)
+  2  bad arguments: URI, personality, option values
+  3  unreachable: the TCP connection was refused or timed out)";
+
+constexpr const char* kListDescription =
+    R"(List the personalities --personality can name.
+
+Each entry gives the name, its description (why each value) and the file it comes from.
+Directories searched, first match of a name wins:
+--personality-dir, $RDMA_INTEROP_PERSONALITY_DIR (':'-separated),
+<prefix>/share/rdma-interop/personalities, the source tree's tools/personalities.
+)";
+
+constexpr const char* kListFooter = R"(
+EXAMPLES
+  rdma-probe personalities
+  rdma-probe personalities --json | python3 -m json.tool
+
+EXIT CODES
+  0  listed (files that fail to load are named on stderr)
+  2  bad arguments)";
+
+// Option help, wrapped to fit beside the option column (CLI11 does not wrap).
+std::string wrap(std::string_view text, std::size_t width = 64) {
+  std::string out, line;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    auto end = text.find(' ', start);
+    if (end == std::string_view::npos) end = text.size();
+    auto word = text.substr(start, end - start);
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += line + "\n";
+      line.clear();
+    }
+    if (!line.empty()) line += ' ';
+    line += word;
+    start = end + 1;
+  }
+  return out + line;
+}
+
+// Subcommands are listed under the parent with the first line of their description only;
+// the whole text is their own --help.
+class ProbeFormatter : public CLI::Formatter {
+ public:
+  std::string make_subcommand(const CLI::App* sub) const override {
+    auto text = sub->get_description();
+    std::stringstream out;
+    CLI::detail::format_help(out, sub->get_display_name(true), text.substr(0, text.find('\n')),
+                             column_width_);
+    return out.str();
+  }
+};
+
+void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
+  cmd->add_option("-p,--personality", choice.name_or_path,
+                  wrap("The MPA personality to act as: a name (siw, cxgb4, rev1-only, never-rtr, "
+                       "strict, or any NAME.json in the personality directories) or a path to a "
+                       "personality JSON file (contains '/' or ends in .json)"))
+      ->type_name("NAME|PATH");
+  cmd->add_option("--personality-dir", choice.extra_dirs,
+                  wrap("Search DIR for NAME.json before the default directories; repeatable"))
+      ->type_name("DIR");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(kDescription, "rdma-probe");
+  app.footer(kMainFooter);
+  auto formatter = std::make_shared<ProbeFormatter>();
+  formatter->column_width(34);
+  app.formatter(formatter);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "rdma-probe 0.1.0 (rdma-interop)");
+
+  ServeOptions serve;
+  auto* serve_cmd = app.add_subcommand("serve", kServeDescription);
+  serve_cmd->footer(kServeFooter);
+  serve_cmd
+      ->add_option("-l,--listen", serve.listen,
+                   wrap("Where to listen: tcp://ADDR:PORT (IPv4 address or name; port 0 picks "
+                        "a free port, reported in the \"listening\" line)"))
+      ->type_name("URI");
+  add_personality_options(serve_cmd, serve.personality);
+  auto* max_opt = serve_cmd
+                      ->add_option("--max-connections", serve.max_connections,
+                                   wrap("Exit after N connections (default: run until a signal)"))
+                      ->type_name("N")
+                      ->check(CLI::PositiveNumber);
+  serve_cmd->add_flag("--once", serve.once, wrap("Exit after one connection (--max-connections 1)"))
+      ->excludes(max_opt);
+  serve_cmd
+      ->add_option("--exchange-timeout", serve.exchange_timeout_s,
+                   wrap("Seconds one connection's exchange (after MPA setup) may take before it "
+                        "is cut off (default 10)"))
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.001, 3600.0));
+  serve_cmd->add_flag("--list-personalities", serve.list_personalities,
+                      wrap("Print the available personalities (name and description) and exit"));
+
+  ConnectOptions connect;
+  auto* connect_cmd = app.add_subcommand("connect", kConnectDescription);
+  connect_cmd->footer(kConnectFooter);
+  connect_cmd->add_option("uri", connect.uri, wrap("The responder: tcp://ADDR:PORT"))
+      ->required()
+      ->type_name("URI");
+  add_personality_options(connect_cmd, connect.personality);
+  connect_cmd->get_option("--personality")->required();
+  connect_cmd
+      ->add_option("-t,--timeout", connect.timeout_s,
+                   wrap("Seconds the whole run may take: TCP connect, MPA setup, exchange, "
+                        "disconnect (default 15)"))
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.001, 3600.0));
+  connect_cmd->add_flag("--json", connect.json,
+                        wrap("Print one JSON report (schema rdma-interop/connect/1) instead of the "
+                             "summary"));
+
+  ListOptions list;
+  auto* list_cmd = app.add_subcommand("personalities", kListDescription);
+  list_cmd->footer(kListFooter);
+  list_cmd
+      ->add_option("--personality-dir", list.extra_dirs,
+                   wrap("Search DIR before the default directories; repeatable"))
+      ->type_name("DIR");
+  list_cmd->add_flag("--json", list.json,
+                     wrap("Print a JSON array of the personalities (the file format, plus "
+                          "source_path)"));
+
+  // CLI11 would call an unknown command "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string_view first = argv[1];
+    if (first != "serve" && first != "connect" && first != "personalities") {
+      std::fprintf(stderr,
+                   "rdma-probe: error: unknown command '%s' (commands: serve, connect, "
+                   "personalities)\nRun with --help for more information.\n",
+                   argv[1]);
+      return kExitUsage;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and a pointer to --help
+    return kExitUsage;
+  }
+
+  try {
+    if (*serve_cmd) return run_serve(serve);
+    if (*connect_cmd) return run_connect(connect);
+    if (*list_cmd) return run_list_personalities(list);
+  } catch (const std::exception& e) {
+    // Nothing here is expected to throw; if it does, say so instead of aborting.
+    std::fprintf(stderr, "rdma-probe: internal error: %s\n", e.what());
+    return kExitFailed;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,165 @@
+// rdma-probe serve: a responder that accepts connections one at a time, runs the interop
+// exchange on each and prints one JSON line per event.
+//
+// Every wait is bounded: next_request() in short slices (so a stop request is seen within
+// one), accept() by the personality's RTR timeout, the exchange by --exchange-timeout, the
+// close by a short disconnect timeout. A peer that stalls costs at most those, then the
+// listener takes the next connection.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+
+#include "tools/rdma-probe/commands.h"
+#include "tools/rdma-probe/exit_codes.h"
+#include "tools/rdma-probe/interop_exchange.h"
+#include "tools/rdma-probe/json_report.h"
+#include "tools/rdma-probe/signal_watch.h"
+
+namespace rdma_interop::probe {
+namespace {
+
+using json = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kRequestSlice = std::chrono::milliseconds(100);
+// After a stop request, how long a provider call may still take before the process exits
+// without it (SignalWatch).
+constexpr auto kStopGrace = std::chrono::milliseconds(600);
+constexpr int kBacklog = 16;
+
+// Accepts one pending connection, runs the exchange, returns the "connection" event.
+json serve_one(transport::PendingConnection& pending, const cm::Personality& personality,
+               const ServeOptions& options, const std::atomic<bool>& stop) {
+  auto start = Clock::now();
+  json event{{"event", "connection"}, {"peer", pending.peer_address()}};
+  ExchangeMemory memory;  // outlives the connection: the provider uses it
+  auto accepted = pending.accept(personality.private_data, memory.caps());
+  if (!accepted) {
+    event["ok"] = false;
+    event["negotiated"] = nullptr;
+    event["exchange"] = nullptr;
+    event["error"] = setup_error_json(accepted.error());
+    event["elapsed_ms"] = elapsed_ms(start);
+    return event;
+  }
+  auto& connection = **accepted;
+  ExchangeOptions exchange_options;
+  exchange_options.deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(options.exchange_timeout_s));
+  exchange_options.cancel = &stop;
+  auto result = run_responder_exchange(connection, memory, exchange_options);
+  if (connection.state() == transport::ConnectionState::kConnected) {
+    connection.disconnect(std::chrono::milliseconds(200));
+  }
+  event["ok"] = result.ok;
+  event["negotiated"] = cm::to_json(connection.info().params);
+  event["initiator_view"] = result.peer_view ? *result.peer_view : json(nullptr);
+  event["exchange"] = exchange_json(result, /*with_steps=*/true);
+  event["error"] = result.ok ? json(nullptr) : exchange_error_json(result);
+  event["elapsed_ms"] = elapsed_ms(start);
+  return event;
+}
+
+}  // namespace
+
+int run_serve(const ServeOptions& options) {
+  if (options.list_personalities) return run_list_personalities({options.personality.extra_dirs});
+  if (options.listen.empty()) {
+    print_usage_error("serve", "--listen tcp://ADDR:PORT is required");
+    return kExitUsage;
+  }
+  if (options.personality.name_or_path.empty()) {
+    print_usage_error("serve",
+                      "--personality NAME|PATH is required "
+                      "(rdma-probe personalities lists the names)");
+    return kExitUsage;
+  }
+  auto uri = transport::parse_provider_uri(options.listen);
+  if (!uri) {
+    print_usage_error("serve", "--listen " + options.listen + ": " + uri.error());
+    return kExitUsage;
+  }
+  auto personality = resolve_personality(options.personality);
+  if (!personality) {
+    print_usage_error("serve", personality.error());
+    return kExitUsage;
+  }
+
+  // Before the provider starts its thread, so that thread inherits the blocked signals.
+  SignalWatch signals(kStopGrace);
+  auto provider = transport::open_provider(uri->scheme);
+  if (!provider) {
+    print_usage_error("serve", provider.error());
+    return kExitUsage;
+  }
+  auto listener = (*provider)->listen(*uri, personality->mpa, kBacklog);
+  if (!listener) {
+    const auto& e = listener.error();
+    bool usage = e.kind == transport::ConnectError::Kind::kInvalidArgument;
+    auto text = e.detail.empty() ? transport::to_string(e) : e.detail;
+    std::fprintf(stderr, "rdma-probe serve: %s\n", text.c_str());
+    return usage ? kExitUsage : kExitFailed;
+  }
+  print_json_line(json{{"event", "listening"},
+                       {"address", (*listener)->local_address()},
+                       {"personality", personality->name},
+                       {"pid", static_cast<long>(getpid())}});
+
+  int limit = options.once ? 1 : options.max_connections;
+  int handled = 0;
+  bool all_ok = true;
+  const auto& stop = signals.stop_requested();
+  // Connections that failed before their Request reached us get their line too, so every
+  // TCP connection the peer made is accounted for.
+  auto report_setup_failures = [&] {
+    for (auto& f : (*listener)->take_setup_failures()) {
+      print_json_line(json{{"event", "connection"},
+                           {"peer", f.peer_address},
+                           {"ok", false},
+                           {"negotiated", nullptr},
+                           {"exchange", nullptr},
+                           {"error", setup_error_json(f.error)},
+                           {"elapsed_ms", f.elapsed_ms}});
+      all_ok = false;
+      ++handled;
+    }
+  };
+  while (!stop.load() && (limit == 0 || handled < limit)) {
+    auto pending = (*listener)->next_request(kRequestSlice);
+    report_setup_failures();
+    if (!pending || stop.load() || (limit != 0 && handled >= limit)) continue;
+    json event;
+    try {
+      event = serve_one(*pending, *personality, options, stop);
+    } catch (const std::exception& e) {
+      // One connection must never take the listener down.
+      event = json{{"event", "connection"},
+                   {"peer", pending->peer_address()},
+                   {"ok", false},
+                   {"negotiated", nullptr},
+                   {"exchange", nullptr},
+                   {"error", json{{"kind", "exchange"},
+                                  {"failure", nullptr},
+                                  {"detail", std::string("internal error: ") + e.what()},
+                                  {"terminate", nullptr}}},
+                   {"elapsed_ms", 0.0}};
+    }
+    all_ok = all_ok && event["ok"].get<bool>();
+    print_json_line(event);
+    ++handled;
+  }
+  (*listener)->close();
+  signals.finished();
+  if (stop.load()) {
+    std::fprintf(stderr, "rdma-probe serve: stopped by signal %d after %d connection(s)\n",
+                 signals.signal_number(), handled);
+    return kExitOk;
+  }
+  return all_ok ? kExitOk : kExitFailed;
+}
+
+}  // namespace rdma_interop::probe
