@@ -61,5 +61,6 @@ void bind_errors(py::module_& m);
 void bind_mpa(py::module_& m);
 void bind_fpdu(py::module_& m);
 void bind_rdmap(py::module_& m);
+void bind_provider(py::module_& m);
 
 }  // namespace rdma_interop::bindings

@@ -1,0 +1,586 @@
+// provider_bindings.cc - the verbs-like provider API (core/transport/provider.h), MPA
+// policies and personalities (core/cm/mpa_policy.h, personality.h), work requests and
+// completions (core/rdmap/work_request.h).
+//
+// Blocking calls (connect, next_request, accept, reject, poll_completions, disconnect,
+// close) release the GIL: other Python threads run while a call waits on the provider's
+// event thread.
+//
+// Memory the provider reads and writes from its event thread (registered regions and the
+// initial receive buffers) is pinned here: the connection holds a writable Py_buffer for
+// each, so a bytearray cannot be resized nor an mmap closed under it, and the buffers are
+// released only after the C++ connection is gone (or the region deregistered).
+#include <pybind11/operators.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/stl/filesystem.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "core/cm/cm_failure.h"
+#include "core/cm/mpa_policy.h"
+#include "core/cm/negotiated_params.h"
+#include "core/cm/personality.h"
+#include "core/rdmap/memory_registry.h"
+#include "core/rdmap/rdmap_endpoint.h"
+#include "core/rdmap/work_request.h"
+#include "core/transport/provider.h"
+#include "core/transport/provider_uri.h"
+
+namespace rdma_interop::bindings {
+
+namespace {
+
+using transport::Millis;
+
+// A writable, contiguous Py_buffer held until destroyed (with the GIL held).
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(py::handle object) {
+    if (PyObject_GetBuffer(object.ptr(), &view_, PyBUF_SIMPLE | PyBUF_WRITABLE) != 0) {
+      throw py::error_already_set();
+    }
+  }
+  ~PinnedBuffer() { PyBuffer_Release(&view_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* data() const { return view_.buf; }
+  std::size_t size() const { return static_cast<std::size_t>(view_.len); }
+
+ private:
+  Py_buffer view_{};
+};
+
+using Pins = std::vector<std::unique_ptr<PinnedBuffer>>;
+
+// A connection and the Python memory it may touch. The connection goes first: once it is
+// destroyed the event thread no longer reads or writes any of the pinned buffers.
+struct ConnectionHandle {
+  Pins initial_recv_buffers;
+  std::unordered_map<std::uint32_t, std::unique_ptr<PinnedBuffer>> regions;
+  std::unique_ptr<transport::Connection> connection;  // declared last: destroyed first
+
+  ~ConnectionHandle() { connection.reset(); }
+};
+
+// (wr_id, writable buffer) pairs to QpCaps::initial_recvs, pinning each buffer.
+void add_initial_recvs(const std::vector<std::pair<std::uint64_t, py::object>>& recvs,
+                       transport::QpCaps& caps, Pins& pins) {
+  caps.initial_recvs.clear();
+  for (const auto& [wr_id, buffer] : recvs) {
+    auto pin = std::make_unique<PinnedBuffer>(buffer);
+    if (pin->size() > UINT32_MAX) throw py::value_error("initial receive buffer above 4 GiB");
+    caps.initial_recvs.push_back({wr_id, pin->data(), static_cast<std::uint32_t>(pin->size())});
+    pins.push_back(std::move(pin));
+  }
+}
+
+std::optional<py::tuple> cause_tuple(const std::optional<wire::TerminateCause>& cause) {
+  if (!cause) return std::nullopt;
+  return py::make_tuple(static_cast<int>(cause->layer), cause->etype, cause->code);
+}
+
+// An rdma_interop.provider.ConnectError instance for `error` (GIL held).
+py::object connect_error_object(const transport::ConnectError& error) {
+  py::object cls = py::module_::import("rdma_interop.provider").attr("ConnectError");
+  py::object failure = py::none();
+  if (error.failure) failure = py::str(std::string(cm::failure_name(*error.failure)));
+  py::object peer_frame = py::none();
+  if (error.peer_frame) peer_frame = py::cast(*error.peer_frame);
+  return cls(transport::to_string(error), std::string(transport::kind_name(error.kind)), failure,
+             error.detail, cause_tuple(error.terminate), peer_frame);
+}
+
+// Raises rdma_interop.provider.ConnectError (GIL held).
+[[noreturn]] void throw_connect_error(const transport::ConnectError& error) {
+  py::object exception = connect_error_object(error);
+  PyErr_SetObject(exception.get_type().ptr(), exception.ptr());
+  throw py::error_already_set();
+}
+
+[[noreturn]] void throw_post_error(rdmap::PostError error) {
+  py::object cls = py::module_::import("rdma_interop.provider").attr("PostError");
+  py::object exception = cls(std::string(rdmap::post_error_name(error)));
+  PyErr_SetObject(cls.ptr(), exception.ptr());
+  throw py::error_already_set();
+}
+
+transport::ProviderUri parse_uri(std::string_view text) {
+  auto uri = transport::parse_provider_uri(text);
+  if (!uri) throw py::value_error(uri.error());
+  return *uri;
+}
+
+std::vector<std::filesystem::path> dirs_or_default(
+    const std::optional<std::vector<std::filesystem::path>>& dirs) {
+  return dirs ? *dirs : cm::default_personality_dirs();
+}
+
+void bind_policy(py::module_& m) {
+  using cm::MpaPolicy;
+
+  py::enum_<cm::RtrType>(m, "RtrType")
+      .value("SEND", cm::RtrType::kSend)
+      .value("WRITE", cm::RtrType::kWrite)
+      .value("READ", cm::RtrType::kRead);
+  py::enum_<cm::CrcMode>(m, "CrcMode")
+      .value("WANT", cm::CrcMode::kWant)
+      .value("OPTIONAL", cm::CrcMode::kOptional)
+      .value("REFUSE", cm::CrcMode::kRefuse);
+  py::enum_<cm::PeerToPeer>(m, "PeerToPeer")
+      .value("OFF", cm::PeerToPeer::kOff)
+      .value("WHEN_ASKED", cm::PeerToPeer::kWhenAsked)
+      .value("ON", cm::PeerToPeer::kOn);
+  py::enum_<cm::OnNewerRevision>(m, "OnNewerRevision")
+      .value("REPLY_OWN_REVISION", cm::OnNewerRevision::kReplyOwnRevision)
+      .value("RESET", cm::OnNewerRevision::kReset);
+
+  py::class_<cm::RtrSet>(m, "RtrSet")
+      .def(py::init<>())
+      .def_readwrite("send", &cm::RtrSet::send)
+      .def_readwrite("write", &cm::RtrSet::write)
+      .def_readwrite("read", &cm::RtrSet::read)
+      .def(py::self == py::self);
+
+  // Durations are whole milliseconds, as in personality files.
+  auto millis = [](std::chrono::milliseconds MpaPolicy::*field) {
+    return std::make_pair(
+        [field](const MpaPolicy& p) { return static_cast<std::int64_t>((p.*field).count()); },
+        [field](MpaPolicy& p, std::int64_t ms) { p.*field = std::chrono::milliseconds(ms); });
+  };
+  auto request_timeout = millis(&MpaPolicy::request_timeout);
+  auto reply_timeout = millis(&MpaPolicy::reply_timeout);
+  auto rtr_timeout = millis(&MpaPolicy::rtr_timeout);
+
+  py::class_<MpaPolicy>(m, "MpaPolicy")
+      .def(py::init<>())
+      .def_readwrite("revision", &MpaPolicy::revision)
+      .def_readwrite("crc", &MpaPolicy::crc)
+      .def_readwrite("markers_wanted", &MpaPolicy::markers_wanted)
+      .def_readwrite("markers_supported", &MpaPolicy::markers_supported)
+      .def_readwrite("peer_to_peer", &MpaPolicy::peer_to_peer)
+      .def_readwrite("rtr_offer", &MpaPolicy::rtr_offer)
+      .def_readwrite("rtr_preference", &MpaPolicy::rtr_preference)
+      .def_readwrite("ird", &MpaPolicy::ird)
+      .def_readwrite("ord", &MpaPolicy::ord)
+      .def_readwrite("strict_ird_ord", &MpaPolicy::strict_ird_ord)
+      .def_readwrite("private_data_limit", &MpaPolicy::private_data_limit)
+      .def_readwrite("reject_reserved_bits", &MpaPolicy::reject_reserved_bits)
+      .def_readwrite("fallback_to_revision1", &MpaPolicy::fallback_to_revision1)
+      .def_readwrite("on_newer_revision", &MpaPolicy::on_newer_revision)
+      .def_readwrite("send_rtr", &MpaPolicy::send_rtr)
+      .def_property("request_timeout_ms", request_timeout.first, request_timeout.second)
+      .def_property("reply_timeout_ms", reply_timeout.first, reply_timeout.second)
+      .def_property("rtr_timeout_ms", rtr_timeout.first, rtr_timeout.second)
+      .def(py::self == py::self)
+      .def("__repr__", [](const MpaPolicy& p) { return cm::to_json(p).dump(); });
+  m.def("validate_policy", &cm::validate, py::arg("policy"),
+        "Contradictions in the policy, one sentence each; empty when usable.");
+
+  py::class_<cm::NegotiatedParams>(m, "NegotiatedParams")
+      .def(py::init<>())
+      .def_readwrite("revision", &cm::NegotiatedParams::revision)
+      .def_readwrite("crc", &cm::NegotiatedParams::crc)
+      .def_readwrite("markers_to_peer", &cm::NegotiatedParams::markers_to_peer)
+      .def_readwrite("markers_from_peer", &cm::NegotiatedParams::markers_from_peer)
+      .def_readwrite("enhanced", &cm::NegotiatedParams::enhanced)
+      .def_readwrite("peer_to_peer", &cm::NegotiatedParams::peer_to_peer)
+      .def_readwrite("rtr", &cm::NegotiatedParams::rtr)
+      .def_readwrite("ird", &cm::NegotiatedParams::ird)
+      .def_readwrite("ord", &cm::NegotiatedParams::ord)
+      .def_readwrite("peer_ird", &cm::NegotiatedParams::peer_ird)
+      .def_readwrite("peer_ord", &cm::NegotiatedParams::peer_ord)
+      .def_property(
+          "peer_private_data",
+          [](const cm::NegotiatedParams& p) { return to_bytes(p.peer_private_data); },
+          [](cm::NegotiatedParams& p, py::handle data) { p.peer_private_data = copy_bytes(data); })
+      .def(py::self == py::self)
+      .def("__repr__", [](const cm::NegotiatedParams& p) { return cm::to_string(p); });
+
+  m.def(
+      "failure_names",
+      [] {
+        std::vector<std::string> names;
+        for (int i = 0; i <= static_cast<int>(cm::CmFailure::kFpduError); ++i) {
+          names.emplace_back(cm::failure_name(static_cast<cm::CmFailure>(i)));
+        }
+        return names;
+      },
+      "Every CmFailure name (failure_name) in declaration order.");
+}
+
+void bind_personality(py::module_& m) {
+  using cm::Personality;
+
+  py::class_<Personality>(m, "Personality")
+      .def(py::init<>())
+      .def_readwrite("name", &Personality::name)
+      .def_readwrite("description", &Personality::description)
+      .def_readwrite("mpa", &Personality::mpa)
+      .def_property(
+          "private_data", [](const Personality& p) { return to_bytes(p.private_data); },
+          [](Personality& p, py::handle data) { p.private_data = copy_bytes(data); })
+      .def_readwrite("source_path", &Personality::source_path)
+      .def(py::self == py::self)
+      .def("to_json", [](const Personality& p) { return cm::to_json(p).dump(); })
+      .def("__repr__", [](const Personality& p) { return cm::to_json(p).dump(); });
+
+  m.def(
+      "default_personality_dirs", [] { return cm::default_personality_dirs(); },
+      "Where personalities are looked up, in order (existing directories only).");
+  m.def(
+      "parse_personality",
+      [](std::string_view text, std::string_view origin, std::string_view default_name) {
+        auto p = cm::parse_personality(text, origin, default_name);
+        if (!p) throw py::value_error(p.error());
+        return *p;
+      },
+      py::arg("text"), py::arg("origin") = "<string>", py::arg("default_name") = "",
+      "Parses personality JSON; raises ValueError naming the problem.");
+  m.def(
+      "find_personality",
+      [](std::string_view name_or_path,
+         const std::optional<std::vector<std::filesystem::path>>& dirs) {
+        auto p = cm::find_personality(name_or_path, dirs_or_default(dirs));
+        if (!p) throw py::value_error(p.error());
+        return *p;
+      },
+      py::arg("name_or_path"), py::arg("dirs") = py::none(),
+      "A personality by name (NAME.json in dirs) or path; raises ValueError.");
+  m.def(
+      "list_personalities",
+      [](const std::optional<std::vector<std::filesystem::path>>& dirs) {
+        std::vector<std::string> problems;
+        auto found = cm::list_personalities(dirs_or_default(dirs), &problems);
+        return py::make_tuple(found, problems);
+      },
+      py::arg("dirs") = py::none(), "(personalities sorted by name, load errors).");
+}
+
+void bind_work_requests(py::module_& m) {
+  using rdmap::RecvWr;
+  using rdmap::SendWr;
+  using rdmap::Sge;
+  using rdmap::WorkCompletion;
+
+  m.attr("ACCESS_LOCAL_WRITE") = static_cast<std::uint32_t>(rdmap::kLocalWrite);
+  m.attr("ACCESS_REMOTE_WRITE") = static_cast<std::uint32_t>(rdmap::kRemoteWrite);
+  m.attr("ACCESS_REMOTE_READ") = static_cast<std::uint32_t>(rdmap::kRemoteRead);
+
+  py::enum_<rdmap::WrOpcode>(m, "WrOpcode")
+      .value("SEND", rdmap::WrOpcode::kSend)
+      .value("SEND_WITH_INVALIDATE", rdmap::WrOpcode::kSendWithInvalidate)
+      .value("SEND_WITH_SOLICITED_EVENT", rdmap::WrOpcode::kSendWithSolicitedEvent)
+      .value("SEND_WITH_SOLICITED_EVENT_AND_INVALIDATE",
+             rdmap::WrOpcode::kSendWithSolicitedEventAndInvalidate)
+      .value("RDMA_WRITE", rdmap::WrOpcode::kRdmaWrite)
+      .value("RDMA_READ", rdmap::WrOpcode::kRdmaRead);
+  py::enum_<rdmap::WcOpcode>(m, "WcOpcode")
+      .value("SEND", rdmap::WcOpcode::kSend)
+      .value("RDMA_WRITE", rdmap::WcOpcode::kRdmaWrite)
+      .value("RDMA_READ", rdmap::WcOpcode::kRdmaRead)
+      .value("RECV", rdmap::WcOpcode::kRecv);
+  py::enum_<rdmap::WcStatus>(m, "WcStatus")
+      .value("SUCCESS", rdmap::WcStatus::kSuccess)
+      .value("LOCAL_LENGTH_ERROR", rdmap::WcStatus::kLocalLengthError)
+      .value("LOCAL_PROTECTION_ERROR", rdmap::WcStatus::kLocalProtectionError)
+      .value("REMOTE_ACCESS_ERROR", rdmap::WcStatus::kRemoteAccessError)
+      .value("REMOTE_OPERATION_ERROR", rdmap::WcStatus::kRemoteOperationError)
+      .value("FATAL_ERROR", rdmap::WcStatus::kFatalError)
+      .value("FLUSHED", rdmap::WcStatus::kFlushed);
+  m.def(
+      "wc_status_name", [](rdmap::WcStatus s) { return std::string(rdmap::wc_status_name(s)); },
+      py::arg("status"), "Stable id: \"remote_access_error\".");
+  m.def(
+      "post_error_name", [](rdmap::PostError e) { return std::string(rdmap::post_error_name(e)); },
+      py::arg("error"));
+  py::enum_<rdmap::PostError>(m, "PostErrorCode")
+      .value("QUEUE_FULL", rdmap::PostError::kQueueFull)
+      .value("INVALID_REQUEST", rdmap::PostError::kInvalidRequest)
+      .value("NOT_CONNECTED", rdmap::PostError::kNotConnected);
+
+  py::class_<Sge>(m, "Sge")
+      .def(py::init<>())
+      .def(py::init([](std::uint64_t addr, std::uint32_t length, std::uint32_t lkey) {
+             return Sge{addr, length, lkey};
+           }),
+           py::arg("addr"), py::arg("length"), py::arg("lkey"))
+      .def_readwrite("addr", &Sge::addr)
+      .def_readwrite("length", &Sge::length)
+      .def_readwrite("lkey", &Sge::lkey);
+
+  py::class_<SendWr>(m, "SendWr")
+      .def(py::init<>())
+      .def_readwrite("wr_id", &SendWr::wr_id)
+      .def_readwrite("opcode", &SendWr::opcode)
+      .def_readwrite("sge", &SendWr::sge)
+      .def_readwrite("remote_stag", &SendWr::remote_stag)
+      .def_readwrite("remote_addr", &SendWr::remote_addr)
+      .def_readwrite("invalidate_stag", &SendWr::invalidate_stag)
+      .def_readwrite("signaled", &SendWr::signaled);
+
+  py::class_<RecvWr>(m, "RecvWr")
+      .def(py::init<>())
+      .def_readwrite("wr_id", &RecvWr::wr_id)
+      .def_readwrite("sge", &RecvWr::sge);
+
+  py::class_<WorkCompletion>(m, "WorkCompletion")
+      .def(py::init<>())
+      .def_readwrite("wr_id", &WorkCompletion::wr_id)
+      .def_readwrite("opcode", &WorkCompletion::opcode)
+      .def_readwrite("status", &WorkCompletion::status)
+      .def_readwrite("byte_len", &WorkCompletion::byte_len)
+      .def_readwrite("solicited", &WorkCompletion::solicited)
+      .def_readwrite("invalidated_stag", &WorkCompletion::invalidated_stag)
+      .def_property_readonly("terminate",
+                             [](const WorkCompletion& wc) { return cause_tuple(wc.terminate); });
+}
+
+void bind_connection(py::module_& m) {
+  using transport::ConnectionInfo;
+  using transport::ConnectionState;
+
+  m.def(
+      "buffer_address",
+      [](py::handle buffer) {
+        PinnedBuffer pin(buffer);
+        return reinterpret_cast<std::uintptr_t>(pin.data());
+      },
+      py::arg("buffer"),
+      "Address of a writable, contiguous buffer's first octet (stable while it is pinned, "
+      "e.g. by a memoryview).");
+
+  py::class_<transport::QpCaps>(m, "QpCaps")
+      .def(py::init<>())
+      .def_readwrite("max_send_wr", &transport::QpCaps::max_send_wr)
+      .def_readwrite("max_recv_wr", &transport::QpCaps::max_recv_wr)
+      .def_readwrite("max_ulpdu", &transport::QpCaps::max_ulpdu);
+
+  py::enum_<ConnectionState>(m, "ConnectionState")
+      .value("CONNECTED", ConnectionState::kConnected)
+      .value("ERROR", ConnectionState::kError)
+      .value("CLOSED", ConnectionState::kClosed);
+
+  py::class_<ConnectionInfo>(m, "ConnectionInfo")
+      .def_readonly("params", &ConnectionInfo::params)
+      .def_readonly("local_address", &ConnectionInfo::local_address)
+      .def_readonly("peer_address", &ConnectionInfo::peer_address)
+      .def_readonly("sent_frame", &ConnectionInfo::sent_frame)
+      .def_readonly("received_frame", &ConnectionInfo::received_frame)
+      .def_readonly("fell_back_to_revision1", &ConnectionInfo::fell_back_to_revision1);
+
+  py::class_<ConnectionHandle>(m, "Connection")
+      .def_property_readonly(
+          "info", [](const ConnectionHandle& h) { return h.connection->info(); },
+          "A copy of what setup settled on: negotiated parameters, addresses, both frames.")
+      .def(
+          "register_memory",
+          [](ConnectionHandle& h, py::handle buffer, std::uint32_t access) {
+            auto pin = std::make_unique<PinnedBuffer>(buffer);
+            std::uint32_t stag = h.connection->register_memory(pin->data(), pin->size(), access);
+            h.regions[stag] = std::move(pin);
+            return stag;
+          },
+          py::arg("buffer"), py::arg("access"),
+          "Registers a writable buffer (pinned until deregistered); returns the STag.")
+      .def(
+          "deregister_memory",
+          [](ConnectionHandle& h, std::uint32_t stag) {
+            bool found = h.connection->deregister_memory(stag);
+            h.regions.erase(stag);
+            return found;
+          },
+          py::arg("stag"), "Deregisters and unpins; False for an unknown STag.")
+      .def(
+          "post_send",
+          [](ConnectionHandle& h, const rdmap::SendWr& wr) {
+            if (auto error = h.connection->post_send(wr)) throw_post_error(*error);
+          },
+          py::arg("wr"), "Queues a Send, RDMA Write or RDMA Read; raises PostError.")
+      .def(
+          "post_recv",
+          [](ConnectionHandle& h, const rdmap::RecvWr& wr) {
+            if (auto error = h.connection->post_recv(wr)) throw_post_error(*error);
+          },
+          py::arg("wr"), "Queues a receive buffer; raises PostError.")
+      .def(
+          "poll_completions",
+          [](ConnectionHandle& h, std::size_t max, std::int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return h.connection->poll_completions(max, Millis(timeout_ms));
+          },
+          py::arg("max"), py::arg("timeout_ms"),
+          "Waits up to timeout_ms for a completion (GIL released); returns up to max.")
+      .def_property_readonly("state",
+                             [](const ConnectionHandle& h) { return h.connection->state(); })
+      .def_property_readonly("error_detail",
+                             [](const ConnectionHandle& h) { return h.connection->error_detail(); })
+      .def_property_readonly(
+          "terminate_received",
+          [](const ConnectionHandle& h) { return h.connection->terminate_received(); })
+      .def_property_readonly(
+          "terminate_sent",
+          [](const ConnectionHandle& h) { return h.connection->terminate_sent(); })
+      .def(
+          "disconnect",
+          [](ConnectionHandle& h, std::int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            h.connection->disconnect(Millis(timeout_ms));
+          },
+          py::arg("timeout_ms"), "Orderly close, waiting up to timeout_ms (GIL released).");
+}
+
+void bind_provider_objects(py::module_& m) {
+  using transport::Listener;
+  using transport::PendingConnection;
+  using transport::Provider;
+
+  py::class_<transport::ConnectOptions>(m, "ConnectOptions")
+      .def(py::init<>())
+      .def_readwrite("policy", &transport::ConnectOptions::policy)
+      .def_property(
+          "private_data",
+          [](const transport::ConnectOptions& o) { return to_bytes(o.private_data); },
+          [](transport::ConnectOptions& o, py::handle data) { o.private_data = copy_bytes(data); })
+      .def_readwrite("caps", &transport::ConnectOptions::caps)
+      .def_property(
+          "timeout_ms",
+          [](const transport::ConnectOptions& o) {
+            return static_cast<std::int64_t>(o.timeout.count());
+          },
+          [](transport::ConnectOptions& o, std::int64_t ms) { o.timeout = Millis(ms); });
+
+  py::class_<Listener::Counters>(m, "ListenerCounters")
+      .def_readonly("tcp_accepted", &Listener::Counters::tcp_accepted)
+      .def_readonly("requests", &Listener::Counters::requests)
+      .def_readonly("setup_failures", &Listener::Counters::setup_failures);
+
+  // keep_alive<0, 1>: what a call returns keeps the object it came from alive (a connection
+  // its pending request, listener and provider), whatever the provider does internally.
+  py::class_<PendingConnection>(m, "PendingConnection")
+      .def_property_readonly("request", &PendingConnection::request)
+      .def_property_readonly("peer_address", &PendingConnection::peer_address)
+      .def(
+          "accept",
+          [](PendingConnection& p, py::handle private_data, transport::QpCaps caps,
+             const std::vector<std::pair<std::uint64_t, py::object>>& initial_recvs) {
+            auto handle = std::make_unique<ConnectionHandle>();
+            add_initial_recvs(initial_recvs, caps, handle->initial_recv_buffers);
+            auto data = copy_bytes(private_data);
+            Expected<std::unique_ptr<transport::Connection>, transport::ConnectError> result =
+                unexpected(transport::ConnectError{});
+            {
+              py::gil_scoped_release release;
+              result = p.accept(std::move(data), caps);
+            }
+            if (!result) throw_connect_error(result.error());
+            handle->connection = std::move(*result);
+            return handle;
+          },
+          py::arg("private_data"), py::arg("caps"), py::arg("initial_recvs") = py::list(),
+          py::keep_alive<0, 1>(),
+          "Sends the Reply and waits until established (GIL released); raises ConnectError. "
+          "initial_recvs: [(wr_id, writable buffer)] posted before the first FPDU.")
+      .def(
+          "reject",
+          [](PendingConnection& p, py::handle private_data) {
+            auto data = copy_bytes(private_data);
+            py::gil_scoped_release release;
+            p.reject(std::move(data));
+          },
+          py::arg("private_data"), "Sends a Reply with the Reject flag and closes.");
+
+  py::class_<Listener>(m, "Listener")
+      .def_property_readonly("local_address", &Listener::local_address)
+      .def(
+          "next_request",
+          [](Listener& l, std::int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return l.next_request(Millis(timeout_ms));
+          },
+          py::arg("timeout_ms"), py::keep_alive<0, 1>(),
+          "The next valid MPA Request within timeout_ms, or None (GIL released).")
+      .def_property_readonly("counters", &Listener::counters)
+      .def(
+          "take_setup_failures",
+          [](Listener& l) {
+            py::list out;
+            for (const auto& f : l.take_setup_failures()) {
+              out.append(py::make_tuple(f.peer_address, connect_error_object(f.error),
+                                        f.elapsed_ms));
+            }
+            return out;
+          },
+          "Connections that failed before their Request reached the application, oldest "
+          "first, each once: [(peer_address, ConnectError, elapsed_ms)].")
+      .def("close", &Listener::close, py::call_guard<py::gil_scoped_release>());
+
+  py::class_<Provider>(m, "Provider")
+      .def_property_readonly("scheme", [](const Provider& p) { return std::string(p.scheme()); })
+      .def(
+          "listen",
+          [](Provider& p, std::string_view uri, const cm::MpaPolicy& policy, int backlog) {
+            auto where = parse_uri(uri);
+            Expected<std::unique_ptr<Listener>, transport::ConnectError> result =
+                unexpected(transport::ConnectError{});
+            {
+              py::gil_scoped_release release;
+              result = p.listen(where, policy, backlog);
+            }
+            if (!result) throw_connect_error(result.error());
+            return std::move(*result);
+          },
+          py::arg("uri"), py::arg("policy"), py::arg("backlog") = 16, py::keep_alive<0, 1>(),
+          "Listens on tcp://ADDR:PORT (port 0: any); raises ConnectError.")
+      .def(
+          "connect",
+          [](Provider& p, std::string_view uri, transport::ConnectOptions options,
+             const std::vector<std::pair<std::uint64_t, py::object>>& initial_recvs) {
+            auto where = parse_uri(uri);
+            auto handle = std::make_unique<ConnectionHandle>();
+            add_initial_recvs(initial_recvs, options.caps, handle->initial_recv_buffers);
+            Expected<std::unique_ptr<transport::Connection>, transport::ConnectError> result =
+                unexpected(transport::ConnectError{});
+            {
+              py::gil_scoped_release release;
+              result = p.connect(where, options);
+            }
+            if (!result) throw_connect_error(result.error());
+            handle->connection = std::move(*result);
+            return handle;
+          },
+          py::arg("uri"), py::arg("options"), py::arg("initial_recvs") = py::list(),
+          py::keep_alive<0, 1>(),
+          "TCP connect plus MPA setup (GIL released); raises ConnectError.");
+
+  m.def(
+      "open_provider",
+      [](std::string_view scheme) {
+        auto provider = transport::open_provider(scheme);
+        if (!provider) throw py::value_error(provider.error());
+        return std::move(*provider);
+      },
+      py::arg("scheme"), "The provider for a URI scheme (\"tcp\"); raises ValueError.");
+}
+
+}  // namespace
+
+void bind_provider(py::module_& m) {
+  bind_policy(m);
+  bind_personality(m);
+  bind_work_requests(m);
+  bind_connection(m);
+  bind_provider_objects(m);
+}
+
+}  // namespace rdma_interop::bindings

@@ -1,0 +1,781 @@
+"""Queue pairs over a provider: listen, connect, accept, reject; register, post, poll.
+
+The verbs-like API of ``core/transport/provider.h`` (rdma-core's ``rdma_cma.h`` plus
+``verbs.h``, cut down to what interop testing needs). A provider is opened by URI scheme;
+a passive side listens with an MPA policy and decides on each Request; an active side
+connects with one. A connection is a queue pair with its own completion queue. Every call
+that waits (connect, next_request, accept, reject, poll_completions, disconnect, close)
+releases the GIL, so other Python threads run meanwhile::
+
+    provider = open_provider("tcp")
+    siw = find_personality("siw")
+    with provider.listen("tcp://127.0.0.1:0", siw.mpa) as listener:
+        ...  # another thread: provider.connect(listener.uri, cxgb4.mpa)
+        pending = listener.next_request(timeout_ms=5000)
+        conn = pending.accept(siw.private_data)
+        buf = bytearray(65536)
+        mr = conn.register(buf, Access.LOCAL_WRITE | Access.REMOTE_WRITE)
+        conn.post_recv(mr, 0, 4096, wr_id=1)
+        [wc] = conn.poll_completions(timeout_ms=1000)
+
+Registered memory is any writable buffer (bytearray, writable memoryview, mmap). The
+provider writes into it from its event thread, as an RNIC does by DMA, so the connection
+pins it: a registered bytearray cannot be resized nor an mmap closed until the region is
+deregistered or the connection is gone. Work requests name memory as (region, offset,
+length); bounds are checked here, rights by the provider.
+
+Setup failures raise :class:`ConnectError` (``.failure`` is the CmFailure name, e.g.
+``"no_matching_rtr"``); a work request the queue pair cannot take raises
+:class:`PostError`. Errors during data transfer are completions, as in verbs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from rdma_interop import _core
+from rdma_interop.errors import TerminateCause, TermLayer
+from rdma_interop.wire import MpaFrame, Terminate
+
+__all__ = [
+    "Access",
+    "Connection",
+    "ConnectionInfo",
+    "ConnectionState",
+    "ConnectError",
+    "Crc",
+    "FAILURE_NAMES",
+    "InitialRecv",
+    "Listener",
+    "ListenerCounters",
+    "MemoryRegion",
+    "MpaPolicy",
+    "NegotiatedParams",
+    "OnNewerRevision",
+    "PeerToPeer",
+    "PendingConnection",
+    "Personality",
+    "PostError",
+    "Provider",
+    "QpCaps",
+    "Rtr",
+    "WcOpcode",
+    "WcStatus",
+    "WorkCompletion",
+    "WrOpcode",
+    "find_personality",
+    "list_personalities",
+    "open_provider",
+]
+
+#: Anything with the writable buffer protocol: bytearray, writable memoryview, mmap
+#: (typing has no name for "writable buffer" before Python 3.12's collections.abc.Buffer).
+WritableBuffer = Any
+
+#: Every ConnectError.failure name, in the C++ declaration order (core/cm/cm_failure.h).
+FAILURE_NAMES: tuple[str, ...] = tuple(_core.failure_names())
+
+
+# ---- errors -------------------------------------------------------------------------------
+
+
+class ConnectError(Exception):
+    """A listen, connect or accept did not succeed.
+
+    Attributes:
+        kind: ``"setup"`` (MPA setup failed: see ``failure``), ``"unreachable"`` (TCP
+            refused or timed out), ``"address_in_use"``, ``"invalid_argument"`` or
+            ``"timeout"`` (the whole connect exceeded its deadline).
+        failure: the CmFailure name when kind is ``"setup"``, e.g. ``"peer_rejected"``,
+            ``"no_matching_rtr"``; otherwise None.
+        detail: one sentence for a human.
+        terminate: the Terminate cause sent or received during setup, or None.
+        peer_frame: the peer's MPA Reply when it sent one (e.g. with the Reject flag).
+        peer_private_data: that Reply's private data, or None without a Reply.
+    """
+
+    kind: str
+    failure: str | None
+    detail: str
+    terminate: TerminateCause | None
+    peer_frame: MpaFrame | None
+    peer_private_data: bytes | None
+
+    def __init__(
+        self,
+        message: str,
+        kind: str,
+        failure: str | None = None,
+        detail: str = "",
+        terminate: tuple[int, int, int] | None = None,
+        peer_frame: Any = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.failure = failure
+        self.detail = detail
+        self.terminate = _cause(terminate)
+        if peer_frame is not None and not isinstance(peer_frame, MpaFrame):
+            peer_frame = MpaFrame._from_core(peer_frame)
+        self.peer_frame = peer_frame
+        self.peer_private_data = None if peer_frame is None else peer_frame.private_data
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles whole (e.g. across a process pool), not just the message.
+        args = (str(self), self.kind, self.failure, self.detail, self.terminate, self.peer_frame)
+        return (type(self), args)
+
+
+class PostError(Exception):
+    """The queue pair did not take a work request.
+
+    ``name`` is ``"queue_full"`` (max_send_wr / max_recv_wr reached; ENOMEM in verbs),
+    ``"invalid_request"`` (EINVAL: e.g. an unknown lkey) or ``"not_connected"`` (the
+    queue pair is in error or closed).
+    """
+
+    name: str
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.name,))
+
+
+def _cause(cause: tuple[int, int, int] | None) -> TerminateCause | None:
+    if cause is None:
+        return None
+    layer, etype, code = cause
+    return TerminateCause(TermLayer(layer), etype, code)
+
+
+# ---- MPA policy and personalities (core/cm/mpa_policy.h, personality.h) --------------------
+
+
+class Crc(str, enum.Enum):
+    """Whether a side asks for MPA CRC (RFC 5044 s7.1: either side asking means CRC)."""
+
+    WANT = "want"
+    OPTIONAL = "optional"  # does not ask, goes along when the peer asks
+    REFUSE = "refuse"  # does not ask, and fails the connection if the peer asks
+
+
+class PeerToPeer(str, enum.Enum):
+    """RFC 6581 peer-to-peer mode: an initiator asks only in ON; a responder accepts in
+    ON and WHEN_ASKED and declines in OFF."""
+
+    OFF = "off"
+    WHEN_ASKED = "when-asked"
+    ON = "on"
+
+
+class OnNewerRevision(str, enum.Enum):
+    """What a revision-1 responder does with a revision-2 Request."""
+
+    REPLY = "reply"  # RFC 5044 s7.1: answer with its own, lower revision
+    RESET = "reset"  # old firmware: abort the TCP connection
+
+
+class Rtr(str, enum.Enum):
+    """RFC 6581 s3: the zero-length operation an initiator sends as its ready-to-receive."""
+
+    SEND = "send"
+    WRITE = "write"
+    READ = "read"
+
+
+_CRC = {Crc.WANT: _core.CrcMode.WANT, Crc.OPTIONAL: _core.CrcMode.OPTIONAL, Crc.REFUSE: _core.CrcMode.REFUSE}
+_P2P = {
+    PeerToPeer.OFF: _core.PeerToPeer.OFF,
+    PeerToPeer.WHEN_ASKED: _core.PeerToPeer.WHEN_ASKED,
+    PeerToPeer.ON: _core.PeerToPeer.ON,
+}
+_NEWER = {
+    OnNewerRevision.REPLY: _core.OnNewerRevision.REPLY_OWN_REVISION,
+    OnNewerRevision.RESET: _core.OnNewerRevision.RESET,
+}
+_RTR = {Rtr.SEND: _core.RtrType.SEND, Rtr.WRITE: _core.RtrType.WRITE, Rtr.READ: _core.RtrType.READ}
+
+
+_CRC_BACK = {int(v): k for k, v in _CRC.items()}
+_P2P_BACK = {int(v): k for k, v in _P2P.items()}
+_NEWER_BACK = {int(v): k for k, v in _NEWER.items()}
+_RTR_BACK = {int(v): k for k, v in _RTR.items()}
+
+
+@dataclass(frozen=True)
+class MpaPolicy:
+    """What one side of an MPA connection offers, accepts and insists on.
+
+    The fields and defaults are ``cm::MpaPolicy``'s and a personality file's ``"mpa"``
+    keys. ``rtr_offer``: the RTR types an initiator offers and a responder accepts;
+    ``rtr_preference``: a responder's order of choice. ``ird``/``ord`` are 14-bit RDMA
+    Read depths (RFC 6581 s3); ``strict_ird_ord`` fails an ORD above the peer's IRD.
+    """
+
+    revision: int = 2
+    crc: Crc = Crc.WANT
+    markers_wanted: bool = False
+    markers_supported: bool = False
+    peer_to_peer: PeerToPeer = PeerToPeer.WHEN_ASKED
+    rtr_offer: frozenset[Rtr] = frozenset({Rtr.SEND, Rtr.WRITE, Rtr.READ})
+    rtr_preference: tuple[Rtr, ...] = ()
+    ird: int = 16
+    ord: int = 16
+    strict_ird_ord: bool = False
+    private_data_limit: int = 512
+    reject_reserved_bits: bool = True
+    fallback_to_revision1: bool = False
+    on_newer_revision: OnNewerRevision = OnNewerRevision.REPLY
+    send_rtr: bool = True
+    request_timeout_ms: int = 5000
+    reply_timeout_ms: int = 10000
+    rtr_timeout_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "crc", Crc(self.crc))
+        object.__setattr__(self, "peer_to_peer", PeerToPeer(self.peer_to_peer))
+        object.__setattr__(self, "on_newer_revision", OnNewerRevision(self.on_newer_revision))
+        object.__setattr__(self, "rtr_offer", frozenset(Rtr(t) for t in self.rtr_offer))
+        object.__setattr__(self, "rtr_preference", tuple(Rtr(t) for t in self.rtr_preference))
+
+    @classmethod
+    def from_personality(cls, name_or_path: str, dirs: Sequence[str] | None = None) -> MpaPolicy:
+        """The policy of a personality (see :func:`find_personality`)."""
+        return find_personality(name_or_path, dirs).mpa
+
+    def problems(self) -> list[str]:
+        """Contradictions in the fields (``cm::validate``), one sentence each; empty when usable."""
+        return list(_core.validate_policy(self._to_core()))
+
+    def __str__(self) -> str:
+        return repr(self._to_core())
+
+    def _to_core(self) -> Any:
+        core = _core.MpaPolicy()
+        core.revision = self.revision
+        core.crc = _CRC[self.crc]
+        core.markers_wanted = self.markers_wanted
+        core.markers_supported = self.markers_supported
+        core.peer_to_peer = _P2P[self.peer_to_peer]
+        offer = _core.RtrSet()
+        offer.send = Rtr.SEND in self.rtr_offer
+        offer.write = Rtr.WRITE in self.rtr_offer
+        offer.read = Rtr.READ in self.rtr_offer
+        core.rtr_offer = offer
+        core.rtr_preference = [_RTR[t] for t in self.rtr_preference]
+        core.ird = self.ird
+        core.ord = self.ord
+        core.strict_ird_ord = self.strict_ird_ord
+        core.private_data_limit = self.private_data_limit
+        core.reject_reserved_bits = self.reject_reserved_bits
+        core.fallback_to_revision1 = self.fallback_to_revision1
+        core.on_newer_revision = _NEWER[self.on_newer_revision]
+        core.send_rtr = self.send_rtr
+        core.request_timeout_ms = self.request_timeout_ms
+        core.reply_timeout_ms = self.reply_timeout_ms
+        core.rtr_timeout_ms = self.rtr_timeout_ms
+        return core
+
+    @classmethod
+    def _from_core(cls, core: Any) -> MpaPolicy:
+        offer = core.rtr_offer
+        return cls(
+            revision=core.revision,
+            crc=_CRC_BACK[int(core.crc)],
+            markers_wanted=core.markers_wanted,
+            markers_supported=core.markers_supported,
+            peer_to_peer=_P2P_BACK[int(core.peer_to_peer)],
+            rtr_offer=frozenset(
+                t for t, on in ((Rtr.SEND, offer.send), (Rtr.WRITE, offer.write), (Rtr.READ, offer.read)) if on
+            ),
+            rtr_preference=tuple(_RTR_BACK[int(t)] for t in core.rtr_preference),
+            ird=core.ird,
+            ord=core.ord,
+            strict_ird_ord=core.strict_ird_ord,
+            private_data_limit=core.private_data_limit,
+            reject_reserved_bits=core.reject_reserved_bits,
+            fallback_to_revision1=core.fallback_to_revision1,
+            on_newer_revision=_NEWER_BACK[int(core.on_newer_revision)],
+            send_rtr=core.send_rtr,
+            request_timeout_ms=core.request_timeout_ms,
+            reply_timeout_ms=core.reply_timeout_ms,
+            rtr_timeout_ms=core.rtr_timeout_ms,
+        )
+
+
+@dataclass(frozen=True)
+class Personality:
+    """A peer's MPA choices from tools/personalities/NAME.json: a policy plus the private
+    data it sends."""
+
+    name: str
+    description: str
+    mpa: MpaPolicy
+    private_data: bytes = b""
+    source_path: str = ""
+
+    @classmethod
+    def _from_core(cls, core: Any) -> Personality:
+        return cls(core.name, core.description, MpaPolicy._from_core(core.mpa), core.private_data, core.source_path)
+
+
+def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
+    """A personality by name (NAME.json, first of ``dirs`` that has it) or by path (contains
+    a '/' or ends in .json). ``dirs`` defaults to $RDMA_INTEROP_PERSONALITY_DIR, the
+    installed share directory, then the source tree. Raises ValueError naming what is wrong
+    (for a missing name: the known names and the directories searched)."""
+    return Personality._from_core(_core.find_personality(name_or_path, None if dirs is None else list(dirs)))
+
+
+def list_personalities(dirs: Sequence[str] | None = None) -> list[Personality]:
+    """Every personality in ``dirs`` (default as for find_personality), sorted by name;
+    files that fail to load are left out."""
+    found, _problems = _core.list_personalities(None if dirs is None else list(dirs))
+    return [Personality._from_core(p) for p in found]
+
+
+# ---- what setup settled on (core/cm/negotiated_params.h) ------------------------------------
+
+
+@dataclass(frozen=True)
+class NegotiatedParams:
+    """What both sides settled on. ``ord``: RDMA Reads we may have outstanding; ``ird``:
+    Reads we accept. ``peer_ird``/``peer_ord``: what the peer's frame said."""
+
+    revision: int
+    crc: bool
+    markers_to_peer: bool
+    markers_from_peer: bool
+    enhanced: bool
+    peer_to_peer: bool
+    rtr: Rtr | None
+    ird: int
+    ord: int
+    peer_ird: int
+    peer_ord: int
+    peer_private_data: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        """rdma-probe's "negotiated" object (private data left out)."""
+        return {
+            "revision": self.revision,
+            "crc": self.crc,
+            "markers_to_peer": self.markers_to_peer,
+            "markers_from_peer": self.markers_from_peer,
+            "enhanced": self.enhanced,
+            "peer_to_peer": self.peer_to_peer,
+            "rtr": None if self.rtr is None else self.rtr.value,
+            "ird": self.ird,
+            "ord": self.ord,
+            "peer_ird": self.peer_ird,
+            "peer_ord": self.peer_ord,
+        }
+
+    @classmethod
+    def _from_core(cls, core: Any) -> NegotiatedParams:
+        return cls(
+            revision=core.revision,
+            crc=core.crc,
+            markers_to_peer=core.markers_to_peer,
+            markers_from_peer=core.markers_from_peer,
+            enhanced=core.enhanced,
+            peer_to_peer=core.peer_to_peer,
+            rtr=None if core.rtr is None else _RTR_BACK[int(core.rtr)],
+            ird=core.ird,
+            ord=core.ord,
+            peer_ird=core.peer_ird,
+            peer_ord=core.peer_ord,
+            peer_private_data=core.peer_private_data,
+        )
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """A connection's negotiated parameters, addresses ("198.18.0.1:40122") and the MPA
+    frames both ways."""
+
+    params: NegotiatedParams
+    local_address: str
+    peer_address: str
+    sent_frame: MpaFrame
+    received_frame: MpaFrame
+    fell_back_to_revision1: bool
+
+    @classmethod
+    def _from_core(cls, core: Any) -> ConnectionInfo:
+        return cls(
+            params=NegotiatedParams._from_core(core.params),
+            local_address=core.local_address,
+            peer_address=core.peer_address,
+            sent_frame=MpaFrame._from_core(core.sent_frame),
+            received_frame=MpaFrame._from_core(core.received_frame),
+            fell_back_to_revision1=core.fell_back_to_revision1,
+        )
+
+
+# ---- work requests and completions (core/rdmap/work_request.h) -------------------------------
+
+
+class Access(enum.IntFlag):
+    """Rights a region grants (ibv_access_flags). Local read is always granted."""
+
+    LOCAL_WRITE = _core.ACCESS_LOCAL_WRITE
+    REMOTE_WRITE = _core.ACCESS_REMOTE_WRITE
+    REMOTE_READ = _core.ACCESS_REMOTE_READ
+
+
+class WrOpcode(enum.Enum):
+    """What a send-queue work request does (ibv_wr_opcode)."""
+
+    SEND = "send"
+    SEND_WITH_INVALIDATE = "send_with_invalidate"
+    SEND_WITH_SOLICITED_EVENT = "send_with_solicited_event"
+    SEND_WITH_SOLICITED_EVENT_AND_INVALIDATE = "send_with_solicited_event_and_invalidate"
+    RDMA_WRITE = "rdma_write"
+    RDMA_READ = "rdma_read"
+
+
+class WcOpcode(enum.Enum):
+    """What a completed work request was (ibv_wc_opcode)."""
+
+    SEND = "send"
+    RDMA_WRITE = "rdma_write"
+    RDMA_READ = "rdma_read"
+    RECV = "recv"
+
+
+class WcStatus(str, enum.Enum):
+    """How a work request ended (ibv_wc_status); the values are the C++ wc_status_name."""
+
+    SUCCESS = "success"
+    LOCAL_LENGTH_ERROR = "local_length_error"  # a received Send did not fit the buffer
+    LOCAL_PROTECTION_ERROR = "local_protection_error"  # lkey, bounds or rights check failed
+    REMOTE_ACCESS_ERROR = "remote_access_error"  # the peer sent a remote protection Terminate
+    REMOTE_OPERATION_ERROR = "remote_operation_error"  # the peer sent another Terminate
+    FATAL_ERROR = "fatal_error"  # the connection failed (Terminate sent or received, reset)
+    FLUSHED = "flushed"  # the queue pair went to error before this request ran
+
+
+@dataclass(frozen=True)
+class WorkCompletion:
+    """One completion queue entry (ibv_wc). ``terminate`` is the Terminate behind an error
+    status; ``byte_len`` the received length (RECV) or the message length."""
+
+    wr_id: int
+    opcode: WcOpcode
+    status: WcStatus
+    byte_len: int = 0
+    solicited: bool = False
+    invalidated_stag: int | None = None
+    terminate: TerminateCause | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is WcStatus.SUCCESS
+
+    @classmethod
+    def _from_core(cls, core: Any) -> WorkCompletion:
+        return cls(
+            wr_id=core.wr_id,
+            opcode=WcOpcode(core.opcode.name.lower()),
+            status=WcStatus(_core.wc_status_name(core.status)),
+            byte_len=core.byte_len,
+            solicited=core.solicited,
+            invalidated_stag=core.invalidated_stag,
+            terminate=_cause(core.terminate),
+        )
+
+
+@dataclass(frozen=True)
+class InitialRecv:
+    """A receive posted before the connection carries data (as a verbs user posts receives
+    before rdma_connect/rdma_accept): the whole of ``buffer``, which the connection pins."""
+
+    buffer: WritableBuffer
+    wr_id: int = 0
+
+
+@dataclass(frozen=True)
+class QpCaps:
+    """Queue pair sizes and the receives to post before the first FPDU is processed."""
+
+    max_send_wr: int = 256
+    max_recv_wr: int = 256
+    max_ulpdu: int = 16384
+    initial_recvs: tuple[InitialRecv, ...] = field(default=())
+
+    def _to_core(self) -> tuple[Any, list[tuple[int, Any]]]:
+        core = _core.QpCaps()
+        core.max_send_wr = self.max_send_wr
+        core.max_recv_wr = self.max_recv_wr
+        core.max_ulpdu = self.max_ulpdu
+        return core, [(r.wr_id, r.buffer) for r in self.initial_recvs]
+
+
+class ConnectionState(enum.Enum):
+    CONNECTED = "connected"
+    ERROR = "error"  # a Terminate was sent or received, or the connection was reset
+    CLOSED = "closed"
+
+
+# ---- the objects -----------------------------------------------------------------------
+
+
+class MemoryRegion:
+    """Registered memory: the STag (lkey == rkey) of a buffer on one connection.
+
+    Keeps the buffer and the connection alive. ``addr`` is the address of octet 0, which
+    is also the tagged offset a peer names it by (the verbs iova convention): advertise
+    ``(mr.stag, mr.addr + offset)`` for remote access.
+    """
+
+    def __init__(self, connection: Connection, buffer: WritableBuffer, access: Access) -> None:
+        view = memoryview(buffer)  # holds an export: the buffer cannot move or shrink
+        if view.readonly:
+            raise TypeError("register needs a writable buffer (bytearray, memoryview, mmap)")
+        self.buffer: memoryview = view.cast("B") if view.format != "B" or view.ndim != 1 else view
+        self.connection = connection
+        self.access = Access(access)
+        self.stag: int = connection._core.register_memory(self.buffer, int(access))
+        self.addr: int = _core.buffer_address(self.buffer)
+
+    @property
+    def length(self) -> int:
+        return self.buffer.nbytes
+
+    def sge(self, offset: int = 0, length: int | None = None) -> Any:
+        """The scatter/gather element for ``[offset, offset + length)``; ValueError when
+        that is not inside the region."""
+        if length is None:
+            length = self.length - offset
+        if offset < 0 or length < 0 or offset + length > self.length:
+            raise ValueError(f"[{offset}, {offset + length}) is outside the {self.length}-octet region")
+        return _core.Sge(self.addr + offset, length, self.stag)
+
+    def deregister(self) -> None:
+        self.connection.deregister(self)
+
+    def __repr__(self) -> str:
+        return f"MemoryRegion(stag={self.stag:#x}, addr={self.addr:#x}, length={self.length}, access={self.access!r})"
+
+
+class Connection:
+    """A connected queue pair with its own completion queue."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    @property
+    def info(self) -> ConnectionInfo:
+        return ConnectionInfo._from_core(self._core.info)
+
+    @property
+    def negotiated(self) -> NegotiatedParams:
+        return self.info.params
+
+    def register(self, buffer: WritableBuffer, access: Access = Access.LOCAL_WRITE) -> MemoryRegion:
+        """Registers a writable buffer for the given rights; the connection pins it until
+        :meth:`deregister` or the connection is destroyed."""
+        return MemoryRegion(self, buffer, access)
+
+    def deregister(self, region: MemoryRegion) -> bool:
+        """Stops local and remote access to the region and unpins it; False if unknown."""
+        return bool(self._core.deregister_memory(region.stag))
+
+    def post_send(
+        self,
+        opcode: WrOpcode,
+        region: MemoryRegion | None = None,
+        offset: int = 0,
+        length: int | None = None,
+        *,
+        wr_id: int = 0,
+        remote_stag: int = 0,
+        remote_addr: int = 0,
+        invalidate_stag: int = 0,
+        signaled: bool = True,
+    ) -> None:
+        """Queues a Send (from the region), RDMA Write (region to the peer's
+        ``(remote_stag, remote_addr)``) or RDMA Read (the peer's into the region).
+        No region means zero length. Raises ValueError out of bounds, PostError when
+        the queue pair does not take it."""
+        wr = _core.SendWr()
+        wr.wr_id = wr_id
+        wr.opcode = getattr(_core.WrOpcode, WrOpcode(opcode).name)
+        if region is not None:
+            wr.sge = region.sge(offset, length)
+        elif length:
+            raise ValueError("a work request with data needs a region")
+        wr.remote_stag = remote_stag
+        wr.remote_addr = remote_addr
+        wr.invalidate_stag = invalidate_stag
+        wr.signaled = signaled
+        self._core.post_send(wr)
+
+    def post_recv(
+        self, region: MemoryRegion, offset: int = 0, length: int | None = None, *, wr_id: int = 0
+    ) -> None:
+        """Queues ``[offset, offset + length)`` of the region for one incoming Send.
+        Raises ValueError out of bounds, PostError when the queue pair does not take it."""
+        wr = _core.RecvWr()
+        wr.wr_id = wr_id
+        wr.sge = region.sge(offset, length)
+        self._core.post_recv(wr)
+
+    def poll_completions(self, max: int = 16, timeout_ms: int = 0) -> list[WorkCompletion]:
+        """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
+        returns what is there, up to ``max``. Empty on timeout."""
+        return [WorkCompletion._from_core(wc) for wc in self._core.poll_completions(max, timeout_ms)]
+
+    @property
+    def state(self) -> ConnectionState:
+        return ConnectionState(self._core.state.name.lower())
+
+    @property
+    def error_detail(self) -> str:
+        """Why the connection left CONNECTED (Terminate received or sent, reset, closed)."""
+        return str(self._core.error_detail)
+
+    @property
+    def terminate_received(self) -> Terminate | None:
+        core = self._core.terminate_received
+        return None if core is None else Terminate._from_core(core)
+
+    @property
+    def terminate_sent(self) -> Terminate | None:
+        core = self._core.terminate_sent
+        return None if core is None else Terminate._from_core(core)
+
+    def disconnect(self, timeout_ms: int = 1000) -> None:
+        """Orderly close: outstanding FPDUs go out, then TCP FIN. Waits up to timeout_ms."""
+        self._core.disconnect(timeout_ms)
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+
+class PendingConnection:
+    """A valid MPA Request waiting for the application's decision (responder side)."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    @property
+    def request(self) -> MpaFrame:
+        return MpaFrame._from_core(self._core.request)
+
+    @property
+    def peer_address(self) -> str:
+        return str(self._core.peer_address)
+
+    def accept(self, private_data: bytes = b"", caps: QpCaps | None = None) -> Connection:
+        """Sends the Reply and returns once the connection is established (in peer-to-peer
+        mode: once the RTR arrived). Raises ConnectError when the listener's policy cannot
+        meet the Request or the RTR does not come."""
+        core_caps, recvs = (caps or QpCaps())._to_core()
+        return Connection(self._core.accept(bytes(private_data), core_caps, recvs))
+
+    def reject(self, private_data: bytes = b"") -> None:
+        """Answers with the Reject flag set (the peer's connect fails with "peer_rejected"
+        and this private data) and closes."""
+        self._core.reject(bytes(private_data))
+
+
+@dataclass(frozen=True)
+class ListenerCounters:
+    tcp_accepted: int
+    requests: int
+    setup_failures: int  # timeouts and garbage before a valid Request
+
+
+class Listener:
+    """A passive endpoint with its MPA policy."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    @property
+    def local_address(self) -> str:
+        """"127.0.0.1:40122", with the real port when port 0 was asked for."""
+        return str(self._core.local_address)
+
+    @property
+    def uri(self) -> str:
+        """``tcp://`` + local_address: what a peer connects to."""
+        return f"tcp://{self.local_address}"
+
+    def next_request(self, timeout_ms: int) -> PendingConnection | None:
+        """Waits up to ``timeout_ms`` for the next valid MPA Request (GIL released); None on
+        timeout. Setup failures before a Request are counted, not returned."""
+        core = self._core.next_request(timeout_ms)
+        return None if core is None else PendingConnection(core)
+
+    @property
+    def counters(self) -> ListenerCounters:
+        c = self._core.counters
+        return ListenerCounters(c.tcp_accepted, c.requests, c.setup_failures)
+
+    def take_setup_failures(self) -> list[tuple[str, ConnectError, float]]:
+        """Connections that failed before their Request reached us (timeouts, malformed
+        frames, resets), oldest first, each reported once: (peer address, error, ms)."""
+        return [(peer, error, float(ms)) for peer, error, ms in self._core.take_setup_failures()]
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Provider:
+    """One transport (``tcp`` today). Thread-safe: many listeners and connections at once."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+
+    @property
+    def scheme(self) -> str:
+        return str(self._core.scheme)
+
+    def listen(self, uri: str, policy: MpaPolicy, backlog: int = 16) -> Listener:
+        """Listens on ``tcp://ADDR:PORT`` (port 0: any free port). Raises ValueError for a
+        malformed URI, ConnectError (kind "address_in_use"...) when listening fails."""
+        return Listener(self._core.listen(uri, policy._to_core(), backlog))
+
+    def connect(
+        self,
+        uri: str,
+        policy: MpaPolicy,
+        private_data: bytes = b"",
+        caps: QpCaps | None = None,
+        timeout_ms: int = 15000,
+    ) -> Connection:
+        """TCP connect plus MPA setup (and one revision-1 retry when the policy allows it),
+        within ``timeout_ms`` (GIL released). Raises ConnectError."""
+        options = _core.ConnectOptions()
+        options.policy = policy._to_core()
+        options.private_data = bytes(private_data)
+        core_caps, recvs = (caps or QpCaps())._to_core()
+        options.caps = core_caps
+        options.timeout_ms = timeout_ms
+        return Connection(self._core.connect(uri, options, recvs))
+
+
+def open_provider(scheme: str = "tcp") -> Provider:
+    """The provider for a URI scheme; ValueError names the schemes this build has."""
+    return Provider(_core.open_provider(scheme))
