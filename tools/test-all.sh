@@ -2,12 +2,15 @@
 # test-all.sh - installs what it needs, builds, and runs every test tier.
 #
 # Usage: tools/test-all.sh [TIER ...]
-#   Tiers, in order: unit python capture asan fuzz (default: all of them).
-#   tools/test-all.sh unit        GoogleTest unit tests and real-socket peer runs (ctest)
-#   tools/test-all.sh python      pytest of the Python API (rdma_interop package)
-#   tools/test-all.sh capture     real loopback TCP capture decoded by tshark (root)
-#   tools/test-all.sh asan        unit tests built with AddressSanitizer + UBSan
-#   tools/test-all.sh fuzz        each libFuzzer harness for FUZZ_SECONDS (default 60)
+#   Tiers, in order (default: all of them):
+#   unit      GoogleTest unit tests, incl. the tcp provider over real loopback sockets (ctest)
+#   python    pytest of the Python API: wire codecs, provider, lab, matrix
+#   cli       rdma-probe serve/connect as separate processes, every shipped personality pair
+#   faults    a scripted peer killed or misbehaving at each MPA step; rdma-probe survives
+#   capture   real loopback TCP capture decoded by tshark (root)
+#   interop   the interop matrix across two network-namespace hosts (root)
+#   asan      unit tests built with AddressSanitizer + UBSan
+#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS.
 # Exits non-zero if any tier fails; the last line counts tiers passed and failed.
 set -uo pipefail
@@ -16,7 +19,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python capture asan fuzz)
+all_tiers=(unit python cli faults capture interop asan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -31,7 +34,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants capture; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -79,7 +82,10 @@ fuzz_tier() {
 
 wants unit && run_tier unit ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE tshark
 wants python && run_tier python pytest_tier tests/python
+wants cli && run_tier cli pytest_tier tests/cli
+wants faults && run_tier faults pytest_tier tests/faults
 wants capture && run_tier capture ctest --test-dir "$build" --output-on-failure -L tshark
+wants interop && run_tier interop pytest_tier tests/interop
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier
 

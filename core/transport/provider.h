@@ -64,7 +64,7 @@ struct InitialRecv {
 struct QpCaps {
   std::uint32_t max_send_wr = 256;
   std::uint32_t max_recv_wr = 256;
-  std::uint16_t max_ulpdu = 16384;
+  std::uint16_t max_ulpdu = 65000;
   // Registered for local write on the new connection and posted, in order, before its first
   // FPDU is processed. The buffers must stay valid like registered memory; their completions
   // carry these wr_ids.

@@ -36,7 +36,7 @@ def build_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def rdma_probe() -> str:
-    candidate = build_dir() / "tools" / "rdma-probe" / "rdma-probe"
+    candidate = build_dir() / "tools" / "rdma-probe"
     if candidate.exists():
         return str(candidate)
     on_path = shutil.which("rdma-probe")

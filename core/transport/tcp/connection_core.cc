@@ -36,7 +36,7 @@ ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info,
       decoder_(handover.rx_options, handover.rx_stream_position),
       leftover_(std::move(handover.leftover)),
       unsent_(std::move(unsent)),
-      rx_buffer_(kRxBufferSize) {
+      rx_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(kRxBufferSize)) {
   for (const InitialRecv& r : caps.initial_recvs) {
     const std::uint32_t stag = registry_.register_region(r.addr, r.length, rdmap::kLocalWrite);
     endpoint_.post_recv(rdmap::RecvWr{
@@ -175,14 +175,15 @@ void ConnectionCore::on_io(std::uint32_t events) {
 
 void ConnectionCore::read_socket() {
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const IoResult r = read_some(fd_.get(), rx_buffer_);
+    const std::span<std::uint8_t> rx(rx_buffer_.get(), kRxBufferSize);
+    const IoResult r = read_some(fd_.get(), rx);
     if (r.would_block) return;
     if (r.eof || r.error != 0) {
       on_peer_closed(r.error != 0, r.error);
       return;
     }
-    feed(std::span(rx_buffer_).first(r.bytes));
-    if (r.bytes < rx_buffer_.size()) return;
+    feed(rx.first(r.bytes));
+    if (r.bytes < rx.size()) return;
   }
 }
 

@@ -112,7 +112,8 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   std::vector<std::uint8_t> unsent_;
   std::size_t unsent_offset_ = 0;
   std::vector<iovec> iov_;
-  std::vector<std::uint8_t> rx_buffer_;
+  // Not zero-filled: 256 KiB of memset per connection showed in connection-setup profiles.
+  std::unique_ptr<std::uint8_t[]> rx_buffer_;
 };
 
 // The application's handle: forwards to the core; destroying it releases the core.
