@@ -12,24 +12,27 @@ namespace rdma_interop::transport::tcp {
 namespace {
 
 constexpr std::size_t kRxBufferSize = 256 * 1024;
-constexpr int kReadsPerWakeup = 4;    // then let other connections run
+constexpr int kReadsPerWakeup = 4;            // then let other connections run
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // After a Terminate (RFC 5040 s5.3: the stream is closed after it), how long the peer has
 // to close its side before we reset the connection.
 constexpr auto kTerminateLinger = std::chrono::seconds(2);
 
-rdmap::EndpointLimits limits_of(const QpCaps& caps) {
-  return rdmap::EndpointLimits{caps.max_send_wr, caps.max_recv_wr, caps.max_ulpdu};
+// The MULPDU we send with: the caller's, within what the FPDU framing can carry (markers
+// cap it so every FPDUPTR fits in 16 bits, RFC 5044 s4.3).
+rdmap::EndpointLimits limits_of(const QpCaps& caps, const wire::FpduOptions& tx) {
+  const std::uint16_t framing_max = tx.markers ? wire::kMaxUlpduWithMarkers : tx.max_ulpdu;
+  return rdmap::EndpointLimits{caps.max_send_wr, caps.max_recv_wr,
+                               std::min(caps.max_ulpdu, framing_max)};
 }
 
 }  // namespace
 
-ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info,
-                               cm::Handover handover, const QpCaps& caps,
-                               std::vector<std::uint8_t> unsent)
+ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info, cm::Handover handover,
+                               const QpCaps& caps, std::vector<std::uint8_t> unsent)
     : loop_(loop),
       info_(std::move(info)),
-      endpoint_(handover.params, handover.sequence, registry_, limits_of(caps),
+      endpoint_(handover.params, handover.sequence, registry_, limits_of(caps, handover.tx_options),
                 handover.hold_tx_until_first_rx),
       fd_(std::move(fd)),
       encoder_(handover.tx_options, handover.tx_stream_position),
@@ -194,9 +197,9 @@ void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
     if (!step) {
       // RFC 5044 s7: a framing error ends the stream; the endpoint sends the Terminate.
       stream_failed_ = true;
-      settle(ConnectionState::kError,
-             "received a malformed FPDU (" + std::string(wire::describe(step.error())) +
-                 "); sent a Terminate");
+      settle(ConnectionState::kError, "received a malformed FPDU (" +
+                                          std::string(wire::describe(step.error())) +
+                                          "); sent a Terminate");
       endpoint_.on_stream_error(step.error());
       return;
     }
@@ -215,10 +218,9 @@ void ConnectionCore::transmit() {
     const auto encoded = encoder_.encode(parts, frame_);
     if (!encoded) {
       // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
-      settle(ConnectionState::kError,
-             "internal error: a ULPDU of " +
-                 std::to_string(parts[0].size() + parts[1].size()) +
-                 " octets exceeds the MULPDU; connection reset");
+      settle(ConnectionState::kError, "internal error: a ULPDU of " +
+                                          std::to_string(parts[0].size() + parts[1].size()) +
+                                          " octets exceeds the MULPDU; connection reset");
       close_socket(true);
       return;
     }
