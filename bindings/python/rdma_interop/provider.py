@@ -508,7 +508,7 @@ class QpCaps:
 
     max_send_wr: int = 256
     max_recv_wr: int = 256
-    max_ulpdu: int = 16384
+    max_ulpdu: int = 65000
     initial_recvs: tuple[InitialRecv, ...] = field(default=())
 
     def _to_core(self) -> tuple[Any, list[tuple[int, Any]]]:
