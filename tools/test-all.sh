@@ -7,7 +7,7 @@
 #   python    pytest of the Python API: wire codecs, provider, lab, matrix
 #   cli       rdma-probe serve/connect as separate processes, every shipped personality pair
 #   faults    a scripted peer killed or misbehaving at each MPA step; rdma-probe survives
-#   capture   real loopback TCP capture decoded by tshark (root)
+#   capture   our traffic captured (loopback and a namespace lab run), decoded by tshark
 #   interop   the interop matrix across two network-namespace hosts (root)
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
@@ -84,7 +84,7 @@ wants unit && run_tier unit ctest --test-dir "$build" --output-on-failure -j "$j
 wants python && run_tier python pytest_tier tests/python
 wants cli && run_tier cli pytest_tier tests/cli
 wants faults && run_tier faults pytest_tier tests/faults
-wants capture && run_tier capture ctest --test-dir "$build" --output-on-failure -L tshark
+wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier
