@@ -330,6 +330,24 @@ void tell_peer_we_failed(Session& s, const ExchangeResult& r) {
   s.send_message("report_failure", m);
 }
 
+// Waits for the peer's `op` message advertising a region, keeps the peer's view of the
+// connection it carries, and on any problem records it and tells the peer.
+std::optional<RemoteRegion> await_region(Session& s, ExchangeResult& r, std::string_view step,
+                                         std::string_view op) {
+  auto m = s.receive_message(step);
+  if (!m || !expect_op(s, step, *m, op)) return std::nullopt;
+  if (auto it = m->find("negotiated"); it != m->end()) r.peer_view = *it;
+  std::string why;
+  auto region = remote_region(*m, why);
+  if (!region) {
+    s.fail(step, why);
+    tell_peer_we_failed(s, r);
+    return std::nullopt;
+  }
+  s.ok(step);
+  return region;
+}
+
 }  // namespace
 
 transport::QpCaps ExchangeMemory::caps() {
@@ -374,18 +392,8 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
   if (!s.send_message("advertise", advertise)) return finish(false);
 
   // 2. The responder Read A and Wrote pattern(seed_b) into it.
-  auto done = s.receive_message("await_responder_done");
-  if (!done) return finish(false);
-  if (!expect_op(s, "await_responder_done", *done, "responder_done")) return finish(false);
-  if (auto it = done->find("negotiated"); it != done->end()) r.peer_view = *it;
-  std::string why;
-  auto c = remote_region(*done, why);
-  if (!c) {
-    s.fail("await_responder_done", why);
-    tell_peer_we_failed(s, r);
-    return finish(false);
-  }
-  s.ok("await_responder_done");
+  auto c = await_region(s, r, "await_responder_done", "responder_done");
+  if (!c) return finish(false);
   r.bytes_verified += kRegionSize;  // the responder checked A (seed_a) before answering
   if (!s.verify("verify_responder_write", a, c->seed)) {
     tell_peer_we_failed(s, r);
@@ -450,18 +458,8 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   if (!s.register_buffers()) return finish(false);
 
   // 1. The initiator's region A.
-  auto advertise = s.receive_message("await_advertise");
-  if (!advertise) return finish(false);
-  if (!expect_op(s, "await_advertise", *advertise, "advertise")) return finish(false);
-  if (auto it = advertise->find("negotiated"); it != advertise->end()) r.peer_view = *it;
-  std::string why;
-  auto a = remote_region(*advertise, why);
-  if (!a) {
-    s.fail("await_advertise", why);
-    tell_peer_we_failed(s, r);
-    return finish(false);
-  }
-  s.ok("await_advertise");
+  auto a = await_region(s, r, "await_advertise", "advertise");
+  if (!a) return finish(false);
 
   // 2. Read A into B and check it; Write pattern(seed_b) back into A.
   std::uint32_t b_stag = 0;

@@ -154,6 +154,16 @@ def _quietly(fn: Any) -> None:
         pass
 
 
+def _run_captured(
+    argv: Sequence[str], timeout: float | None, input: str | None
+) -> subprocess.CompletedProcess[str]:
+    """Runs argv to completion with text stdout/stderr captured; stdin closed unless given."""
+    return subprocess.run(
+        argv, input=input, capture_output=True, text=True, timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL, check=False,
+    )
+
+
 @dataclass
 class NamespaceHost:
     """A network namespace on this machine; commands run through `ip netns exec`."""
@@ -170,10 +180,7 @@ class NamespaceHost:
     def run(
         self, cmd: Sequence[str], timeout: float | None = 60.0, *, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(cmd), input=input, capture_output=True, text=True, timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL, check=False,
-        )
+        return _run_captured(self.command(cmd), timeout, input)
 
     def popen(
         self, cmd: Sequence[str], *, stdin: int | IO[Any] | None = subprocess.DEVNULL,
@@ -257,10 +264,7 @@ class SshHost:
     def run(
         self, cmd: Sequence[str], timeout: float | None = 60.0, *, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(cmd), input=input, capture_output=True, text=True, timeout=timeout,
-            stdin=None if input is not None else subprocess.DEVNULL, check=False,
-        )
+        return _run_captured(self.command(cmd), timeout, input)
 
     def popen(
         self, cmd: Sequence[str], *, stdin: int | IO[Any] | None = subprocess.DEVNULL,
