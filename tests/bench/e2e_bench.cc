@@ -194,17 +194,20 @@ struct Lab {
     where = *transport::parse_provider_uri("tcp://" + listener->local_address());
   }
 
-  std::unique_ptr<transport::Connection> accept_one() {
+  // Receives a side needs before the peer's first Send go in `caps.initial_recvs`: posted
+  // after connect/accept returns, they could lose the race (DDP "no buffer").
+  std::unique_ptr<transport::Connection> accept_one(const transport::QpCaps& caps = {}) {
     auto pending = listener->next_request(Millis(10000));
     if (!pending) die("no connect request arrived");
-    auto c = pending->accept({}, transport::QpCaps{});
+    auto c = pending->accept({}, caps);
     if (!c) die(to_string(c.error()));
     return std::move(*c);
   }
 
-  std::unique_ptr<transport::Connection> connect(bool crc) {
+  std::unique_ptr<transport::Connection> connect(bool crc, const transport::QpCaps& caps = {}) {
     transport::ConnectOptions o;
     o.policy = policy(crc);
+    o.caps = caps;
     auto c = client->connect(where, o);
     if (!c) die(to_string(c.error()));
     return std::move(*c);
@@ -250,7 +253,10 @@ double our_write_stream_gbps(bool crc, double seconds, std::size_t chunk) {
       auto wcs = c->poll_completions(16, Millis(30000));
       if (wcs.empty()) die("sink: no completion in 30 s");
       for (auto& wc : wcs) {
-        if (wc.status != rdmap::WcStatus::kSuccess) die("sink: completion error");
+        if (wc.status != rdmap::WcStatus::kSuccess) {
+          die("sink: completion " + std::string(rdmap::wc_status_name(wc.status)) + ": " +
+              c->error_detail());
+        }
         if (wc.opcode == rdmap::WcOpcode::kRecv) {
           std::memcpy(&received, done.data(), sizeof received);
           c->disconnect(Millis(1000));
@@ -259,13 +265,12 @@ double our_write_stream_gbps(bool crc, double seconds, std::size_t chunk) {
       }
     }
   });
-  auto c = lab.connect(crc);
-  std::vector<std::uint8_t> src(chunk, 0x5a);
   std::uint64_t remote[2] = {};
+  transport::QpCaps caps;
+  caps.initial_recvs.push_back({1, remote, sizeof remote});
+  auto c = lab.connect(crc, caps);
+  std::vector<std::uint8_t> src(chunk, 0x5a);
   const auto src_key = c->register_memory(src.data(), src.size(), 0);
-  const auto adv_key = c->register_memory(remote, sizeof remote, rdmap::kLocalWrite);
-  c->post_recv({.wr_id = 1, .sge = {reinterpret_cast<std::uint64_t>(remote), sizeof remote,
-                                    adv_key}});
   for (bool got = false; !got;) {
     for (auto& wc : c->poll_completions(4, Millis(10000))) got |= wc.opcode == rdmap::WcOpcode::kRecv;
   }
@@ -285,7 +290,10 @@ double our_write_stream_gbps(bool crc, double seconds, std::size_t chunk) {
       ++outstanding;
     }
     for (auto& wc : c->poll_completions(kWindow, Millis(10000))) {
-      if (wc.status != rdmap::WcStatus::kSuccess) die("source: write failed");
+      if (wc.status != rdmap::WcStatus::kSuccess) {
+        die("source: completion " + std::string(rdmap::wc_status_name(wc.status)) + ": " +
+            c->error_detail());
+      }
       --outstanding;
       sent += chunk;
     }
@@ -305,11 +313,12 @@ double our_write_stream_gbps(bool crc, double seconds, std::size_t chunk) {
 double our_pingpong_us(int rounds) {
   Lab lab(true);
   std::thread echo([&] {
-    auto c = lab.accept_one();
     std::vector<std::uint8_t> buf(64 * 8);
+    transport::QpCaps caps;
+    for (int i = 0; i < 8; ++i) caps.initial_recvs.push_back({std::uint64_t(i), &buf[64 * i], 64});
+    auto c = lab.accept_one(caps);
     const auto key = c->register_memory(buf.data(), buf.size(), rdmap::kLocalWrite);
     auto addr = [&](int i) { return reinterpret_cast<std::uint64_t>(buf.data() + 64 * i); };
-    for (int i = 0; i < 8; ++i) c->post_recv({.wr_id = std::uint64_t(i), .sge = {addr(i), 64, key}});
     for (int n = 0; n < rounds;) {
       for (auto& wc : c->poll_completions(8, Millis(10000))) {
         if (wc.opcode != rdmap::WcOpcode::kRecv) continue;
