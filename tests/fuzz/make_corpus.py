@@ -247,8 +247,50 @@ def fpdu_corpus():
     }
 
 
+# ---- engines: MpaHandshake and RdmapEndpoint ------------------------------------------
+def handshake_corpus():
+    # [policy octet][decision octet][chunk seed, 16 bits] then the peer's octets.
+    # 0x40: revision 2, CRC wanted, peer-to-peer on, PD limit 256; decision bit 0: initiator.
+    responder, initiator = b"\x40\x00\x00\x07", b"\x40\x01\x00\x07"
+    request = mpa(REQ_KEY, C | E, 2, ird_ord(p2p=True, rtr_write=True, ird=8, ord_=8) + b"fz")
+    reply = mpa(REP_KEY, C | E, 2, ird_ord(p2p=True, rtr_read=True, ird=8, ord_=8) + b"ok")
+    write_rtr = fpdu_stream([tagged(WRITE, 0, 0)], crc=True)
+    read_response = fpdu_stream([tagged(READ_RESP, 0, 0)], crc=True)
+    return {
+        "valid_responder_write_rtr": responder + request + write_rtr,
+        "valid_initiator_read_rtr": initiator + reply + read_response,
+        "responder_rev1_request": b"\x00\x00\x00\x01" + mpa(REQ_KEY, C, 1, b"rev1"),
+        "responder_garbage": responder + b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "initiator_reject": initiator + mpa(REP_KEY, R, 2, b"busy"),
+        "responder_wrong_rtr": responder + request + fpdu_stream([untagged(SEND, 0, 1)], crc=True),
+    }
+
+
+def endpoint_corpus():
+    # [config octet] then ULPDUs, each a 16-bit length and its octets. 0x20: rebase tagged
+    # offsets into the harness's regions (STag 1: remote region, 2: local region).
+    def ulpdus(*items):
+        return b"\x25" + b"".join(be16(len(u)) + u for u in items)
+    return {
+        "send_then_write": ulpdus(untagged(SEND, 0, 1) + b"x" * 100,
+                                  tagged(WRITE, 1, 0x10) + b"y" * 300),
+        "read_request_then_responses": ulpdus(
+            untagged(READ_REQ, 1, 1) + read_request_body(9, 0, 512, 1, 0),
+            tagged(READ_RESP, 2, 0, last=False) + b"z" * 500,
+            tagged(READ_RESP, 2, 500) + b"z" * 524),
+        "write_past_the_end": ulpdus(tagged(WRITE, 1, 0xff0) + b"w" * 64),
+        "send_with_invalidate": ulpdus(untagged(SEND_INV, 0, 1, inv_stag=1) + b"i",
+                                       tagged(WRITE, 1, 0) + b"after"),
+        "terminate": ulpdus(untagged(TERMINATE, 2, 1) + terminate_body(0, 1, 0)),
+        "multi_segment_send": ulpdus(untagged(SEND, 0, 1, mo=0, last=False) + b"a" * 200,
+                                     untagged(SEND, 0, 1, mo=200) + b"b" * 100),
+    }
+
+
 def main():
     sets = {
+        "mpa_handshake_fuzzer": handshake_corpus(),
+        "rdmap_endpoint_fuzzer": endpoint_corpus(),
         "mpa_frame_fuzzer": mpa_corpus(),
         "fpdu_stream_fuzzer": fpdu_corpus(),
         "ddp_rdmap_fuzzer": ddp_corpus(),
