@@ -117,16 +117,8 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
   // A revision-1 responder does not know the IRD/ORD words: to it they are private data.
   std::vector<std::uint8_t> peer_pd = request.private_data;
   if (request.enhanced && reply.revision == wire::kMpaRevision1) {
-    const auto& e = *request.enhanced;
-    const std::uint16_t ird_word = static_cast<std::uint16_t>(
-        (e.peer_to_peer ? wire::kMpaIrdPeerToPeer : 0) | (e.rtr_send ? wire::kMpaIrdRtrSend : 0) |
-        e.ird);
-    const std::uint16_t ord_word = static_cast<std::uint16_t>(
-        (e.rtr_write ? wire::kMpaOrdRtrWrite : 0) | (e.rtr_read ? wire::kMpaOrdRtrRead : 0) |
-        e.ord);
-    peer_pd.insert(peer_pd.begin(),
-                   {static_cast<std::uint8_t>(ird_word >> 8), static_cast<std::uint8_t>(ird_word),
-                    static_cast<std::uint8_t>(ord_word >> 8), static_cast<std::uint8_t>(ord_word)});
+    const auto words = wire::encode_enhanced_params(*request.enhanced);
+    peer_pd.insert(peer_pd.begin(), words.begin(), words.end());
   }
   p.peer_private_data = std::move(peer_pd);
 

@@ -19,6 +19,14 @@ std::uint16_t ord_word(const MpaEnhancedParams& p) {
 
 }  // namespace
 
+std::array<std::uint8_t, kMpaEnhancedParamsLen> encode_enhanced_params(
+    const MpaEnhancedParams& params) {
+  std::array<std::uint8_t, kMpaEnhancedParamsLen> out{};
+  store_be16(&out[0], ird_word(params));
+  store_be16(&out[2], ord_word(params));
+  return out;
+}
+
 std::size_t mpa_pd_length(const MpaFrame& frame) {
   return frame.private_data.size() + (frame.enhanced ? kMpaEnhancedParamsLen : 0);
 }
@@ -48,8 +56,8 @@ Expected<std::vector<std::uint8_t>, WireError> encode_mpa_frame(const MpaFrame& 
   store_be16(&out[18], static_cast<std::uint16_t>(pd_length));
   std::size_t at = kMpaHeaderLen;
   if (frame.enhanced) {
-    store_be16(&out[at], ird_word(*frame.enhanced));
-    store_be16(&out[at + 2], ord_word(*frame.enhanced));
+    const auto words = encode_enhanced_params(*frame.enhanced);
+    std::copy(words.begin(), words.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
     at += kMpaEnhancedParamsLen;
   }
   if (!frame.private_data.empty()) {

@@ -10,6 +10,7 @@
 // field and names the first one that is wrong. Neither allocates more than the frame itself.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -63,6 +64,11 @@ struct MpaLimits {
 
 // PD_Length as it goes on the wire for this frame.
 std::size_t mpa_pd_length(const MpaFrame& frame);
+
+// The IRD and ORD words as they lead the private data (RFC 6581 s3). A revision-1 peer
+// that receives them takes them for private data.
+std::array<std::uint8_t, kMpaEnhancedParamsLen> encode_enhanced_params(
+    const MpaEnhancedParams& params);
 
 // The frame's bytes. Fails if a field cannot be represented (IRD/ORD over 14 bits,
 // private data over the limit, enhanced params on a revision-1 frame).
