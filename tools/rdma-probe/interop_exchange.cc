@@ -154,6 +154,13 @@ class Session {
   }
 
   // Records why the connection broke (cm failure name, Terminate) after a failed step.
+  // Ends the exchange: records the verdict and, on failure, why the connection went.
+  ExchangeResult finish(bool ok) {
+    r_.ok = ok;
+    if (!ok) note_connection_state();
+    return r_;
+  }
+
   void note_connection_state() {
     if (auto t = c_.terminate_received()) {
       r_.failure = "terminate_received";
@@ -363,12 +370,7 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
                                       const ExchangeOptions& options) {
   ExchangeResult r;
   Session s(connection, memory, options, r);
-  auto finish = [&](bool ok) {
-    r.ok = ok;
-    if (!ok) s.note_connection_state();
-    return r;
-  };
-  if (!s.register_buffers()) return finish(false);
+  if (!s.register_buffers()) return s.finish(false);
   if (options.silent_initiator) {
     // Never-RTR: stay silent until the responder gives up on the RTR and closes.
     if (s.await_close("await_responder_verdict", /*record_ok=*/false)) {
@@ -378,7 +380,7 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
              "connection" +
                  (why.empty() ? std::string() : " (" + why + ")"));
     }
-    return finish(false);
+    return s.finish(false);
   }
 
   // 1. Advertise A, filled with pattern(seed_a).
@@ -389,15 +391,15 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
   json advertise{{"op", "advertise"},     {"stag", a_stag},
                  {"addr", address_of(a)}, {"len", kRegionSize},
                  {"seed", seed_a},        {"negotiated", cm::to_json(connection.info().params)}};
-  if (!s.send_message("advertise", advertise)) return finish(false);
+  if (!s.send_message("advertise", advertise)) return s.finish(false);
 
   // 2. The responder Read A and Wrote pattern(seed_b) into it.
   auto c = await_region(s, r, "await_responder_done", "responder_done");
-  if (!c) return finish(false);
+  if (!c) return s.finish(false);
   r.bytes_verified += kRegionSize;  // the responder checked A (seed_a) before answering
   if (!s.verify("verify_responder_write", a, c->seed)) {
     tell_peer_we_failed(s, r);
-    return finish(false);
+    return s.finish(false);
   }
   r.bytes_verified += kRegionSize;
 
@@ -407,32 +409,32 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
   auto seed_c = random_seed();
   fill_pattern(d, seed_c);
   if (!s.rdma("write_to_responder", WrOpcode::kRdmaWrite, d, d_stag, c->stag, c->addr)) {
-    return finish(false);
+    return s.finish(false);
   }
   std::uint32_t e_stag = 0;
   auto& e = s.region(/*remote=*/false, e_stag);
   if (!s.rdma("read_back", WrOpcode::kRdmaRead, e, e_stag, c->stag, c->addr)) {
-    return finish(false);
+    return s.finish(false);
   }
   if (!s.verify("verify_read_back", e, seed_c)) {
     tell_peer_we_failed(s, r);
-    return finish(false);
+    return s.finish(false);
   }
   if (!s.send_message("initiator_done", json{{"op", "initiator_done"}, {"seed", seed_c}})) {
-    return finish(false);
+    return s.finish(false);
   }
 
   // 4. The responder's verdict on C.
   auto verdict = s.receive_message("await_verified");
-  if (!verdict) return finish(false);
+  if (!verdict) return s.finish(false);
   if (text_field(*verdict, "op") != "verified") {
     s.fail("await_verified", "expected op \"verified\", got " + verdict->dump().substr(0, 160));
-    return finish(false);
+    return s.finish(false);
   }
   if (!true_field(*verdict, "ok")) {
     s.fail("await_verified",
            "the responder reported a failure: " + text_field(*verdict, "detail", "(no detail)"));
-    return finish(false);
+    return s.finish(false);
   }
   s.ok("await_verified");
   r.bytes_verified += kRegionSize;  // seed_c, checked by both sides
@@ -443,56 +445,51 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
   connection.disconnect(
       std::clamp(left, std::chrono::milliseconds(100), std::chrono::milliseconds(2000)));
   s.ok("disconnect");
-  return finish(true);
+  return s.finish(true);
 }
 
 ExchangeResult run_responder_exchange(transport::Connection& connection, ExchangeMemory& memory,
                                       const ExchangeOptions& options) {
   ExchangeResult r;
   Session s(connection, memory, options, r);
-  auto finish = [&](bool ok) {
-    r.ok = ok;
-    if (!ok) s.note_connection_state();
-    return r;
-  };
-  if (!s.register_buffers()) return finish(false);
+  if (!s.register_buffers()) return s.finish(false);
 
   // 1. The initiator's region A.
   auto a = await_region(s, r, "await_advertise", "advertise");
-  if (!a) return finish(false);
+  if (!a) return s.finish(false);
 
   // 2. Read A into B and check it; Write pattern(seed_b) back into A.
   std::uint32_t b_stag = 0;
   auto& b = s.region(/*remote=*/false, b_stag);
   if (!s.rdma("read_initiator_region", WrOpcode::kRdmaRead, b, b_stag, a->stag, a->addr)) {
-    return finish(false);
+    return s.finish(false);
   }
   if (!s.verify("verify_read", b, a->seed)) {
     tell_peer_we_failed(s, r);
-    return finish(false);
+    return s.finish(false);
   }
   r.bytes_verified += kRegionSize;
   auto seed_b = random_seed();
   fill_pattern(b, seed_b);
   if (!s.rdma("write_initiator_region", WrOpcode::kRdmaWrite, b, b_stag, a->stag, a->addr)) {
-    return finish(false);
+    return s.finish(false);
   }
   std::uint32_t c_stag = 0;
   auto& c = s.region(/*remote=*/true, c_stag);
   json done{{"op", "responder_done"}, {"seed", seed_b},
             {"stag", c_stag},         {"addr", address_of(c)},
             {"len", kRegionSize},     {"negotiated", cm::to_json(connection.info().params)}};
-  if (!s.send_message("responder_done", done)) return finish(false);
+  if (!s.send_message("responder_done", done)) return s.finish(false);
 
   // 3. The initiator checked A, wrote C and read it back.
   auto idone = s.receive_message("await_initiator_done");
-  if (!idone) return finish(false);
-  if (!expect_op(s, "await_initiator_done", *idone, "initiator_done")) return finish(false);
+  if (!idone) return s.finish(false);
+  if (!expect_op(s, "await_initiator_done", *idone, "initiator_done")) return s.finish(false);
   auto seed_c = u64_field(*idone, "seed");
   if (!seed_c) {
     s.fail("await_initiator_done", "initiator_done lacks a seed");
     tell_peer_we_failed(s, r);
-    return finish(false);
+    return s.finish(false);
   }
   s.ok("await_initiator_done");
   r.bytes_verified += kRegionSize;  // seed_b: the initiator checked A before answering
@@ -500,12 +497,12 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   // 4. Check C and say so.
   bool c_ok = s.verify("verify_initiator_write", c, *seed_c);
   json verdict{{"op", "verified"}, {"ok", c_ok}, {"detail", c_ok ? "" : r.detail}};
-  if (!s.send_message("verified", verdict) || !c_ok) return finish(false);
+  if (!s.send_message("verified", verdict) || !c_ok) return s.finish(false);
   r.bytes_verified += kRegionSize;
 
   // 5. The initiator disconnects.
-  if (!s.await_close("await_close")) return finish(false);
-  return finish(true);
+  if (!s.await_close("await_close")) return s.finish(false);
+  return s.finish(true);
 }
 
 }  // namespace rdma_interop::probe
