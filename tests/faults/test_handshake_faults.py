@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, SLACK_S, Serve,
+from fault_support import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, SLACK_S, Serve,
                       ScriptedPeer)
 
 PEER_GONE = {"connection_closed", "connection_reset"}

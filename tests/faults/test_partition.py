@@ -11,13 +11,12 @@ partition heals the same pair connects again.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPLY_TIMEOUT_MS, SLACK_S
+from fault_support import REPLY_TIMEOUT_MS, SLACK_S
 from rdma_interop.lab import NamespaceLab, namespaces_available
 
 PORT = 7174
