@@ -9,9 +9,11 @@
 #   faults    a scripted peer killed or misbehaving at each MPA step; rdma-probe survives
 #   capture   our traffic captured (loopback and a namespace lab run), decoded by tshark
 #   interop   the interop matrix across two network-namespace hosts (root)
+#   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
-# Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS.
+# Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
+#   RDMA_INTEROP_SKIP_KERNEL=1 (the kernel tier's tests report skipped; CI runs them).
 # Exits non-zero if any tier fails; the last line counts tiers passed and failed.
 set -uo pipefail
 
@@ -19,7 +21,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop asan fuzz)
+all_tiers=(unit python cli faults capture interop kernel asan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -34,7 +36,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants cli || wants faults || wants capture || wants interop; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants kernel; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -65,6 +67,15 @@ pytest_tier() {
   RDMA_INTEROP_BUILD="$root/$build" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@"
 }
 
+kernel_tier() {
+  # The guest image is built (or found in its cache) first, so its progress shows here and a
+  # build failure is not mistaken for a test failure.
+  if [[ ${RDMA_INTEROP_SKIP_KERNEL:-0} != 1 ]]; then
+    bash tools/kernel-guest/build-guest.sh || return 1
+  fi
+  pytest_tier -rs tests/kernel
+}
+
 asan_tier() {
   cmake -S . -B build-asan -DRDMA_INTEROP_SANITIZE=ON -DRDMA_INTEROP_PYTHON=OFF \
     -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
@@ -86,6 +97,7 @@ wants cli && run_tier cli pytest_tier tests/cli
 wants faults && run_tier faults pytest_tier tests/faults
 wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
+wants kernel && run_tier kernel kernel_tier
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier
 

@@ -16,9 +16,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from guest import Guest, default_log_dir  # noqa: E402
 
+from rdma_interop.matrix import CaseResult, InteropMatrix  # noqa: E402
+
+MATRIX_KEY = pytest.StashKey[InteropMatrix]()
+#: Row and column names the kernel tests use, in display order.
+INITIATORS = ["ours-tcp", "ours-verbs@siw", "ours-verbs@rxe", "kernel-siw"]
+RESPONDERS = ["kernel-siw", "kernel-rxe", "ours-tcp", "ours-verbs@siw"]
+
+
+def results_dir() -> Path:
+    base = Path(os.environ.get("RDMA_INTEROP_RESULTS", Path(__file__).resolve().parents[2]
+                               / "interop-results"))
+    return base / "kernel"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kernel: needs the qemu guest with kernel siw/rxe")
+    config.stash[MATRIX_KEY] = InteropMatrix(
+        "Our stack against the Linux kernel's siw and rxe (qemu guest)",
+        initiators=INITIATORS, responders=RESPONDERS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -46,3 +62,42 @@ def live_guest(guest: Guest) -> Guest:
     if not guest.alive():
         guest.restart()
     return guest
+
+
+@pytest.fixture(scope="session")
+def kernel_matrix(request: pytest.FixtureRequest, guest: Guest) -> InteropMatrix:
+    """The kernel tier's matrix: tests add() a CaseResult per pair they ran (with notes for
+    findings: kernel deviations, crashes). Written to interop-results/kernel/ at the end."""
+    m = request.config.stash[MATRIX_KEY]
+    m.environment["guest kernel"] = guest.kernel_version
+    return m
+
+
+def add_case(matrix: InteropMatrix, case: CaseResult) -> None:
+    """Adds a case, keeping notes of an earlier case for the same cell (several tests may
+    each contribute a finding to one pair)."""
+    for old in matrix.cases:
+        if old.case_id == case.case_id:
+            case.notes = list(dict.fromkeys([*old.notes, *case.notes]))
+    matrix.add(case)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    m = session.config.stash.get(MATRIX_KEY, None)
+    if m is None or len(m) == 0:
+        return
+    out = results_dir()
+    m.write_json(out / "matrix.json")
+    m.write_junit(out / "matrix-junit.xml")
+    (out / "matrix.txt").write_text(m.render_table())
+
+
+def pytest_terminal_summary(terminalreporter: object, exitstatus: int,
+                            config: pytest.Config) -> None:
+    m = config.stash.get(MATRIX_KEY, None)
+    if m is None or len(m) == 0:
+        return
+    terminalreporter.write_sep("=", "kernel interop matrix")  # type: ignore[attr-defined]
+    terminalreporter.write(m.render_table())  # type: ignore[attr-defined]
+    terminalreporter.write_line(f"written to {results_dir()}/matrix.json")  # type: ignore[attr-defined]

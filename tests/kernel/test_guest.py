@@ -1,0 +1,65 @@
+"""The guest itself: it runs the kernel stacks the other kernel tests rely on, and its
+console watcher recognises a kernel crash."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from guest import GUEST_SIW_ADDRESS, Guest, parse_crashes
+
+SAMPLE_OOPS = """\
+[   12.345678] siw: QP[3]: connection established
+[   13.000001] BUG: kernel NULL pointer dereference, address: 0000000000000008
+[   13.000002] #PF: supervisor read access in kernel mode
+[   13.000003] Oops: 0000 [#1] PREEMPT SMP NOPTI
+[   13.000004] RIP: 0010:siw_qp_llp_data_ready+0x2a/0x90 [siw]
+[   13.000005] Call Trace:
+[   13.000006]  <TASK>
+[   13.000007]  tcp_data_ready+0x3a/0xd0
+[   13.000008] ---[ end trace 0000000000000000 ]---
+[   14.000000] rdma-guest: still running
+"""
+
+
+def test_crash_parser_finds_one_report_with_its_trace() -> None:
+    crashes = parse_crashes(SAMPLE_OOPS)
+    assert len(crashes) == 1
+    assert crashes[0].title.startswith("BUG: kernel NULL pointer dereference")
+    assert "siw_qp_llp_data_ready" in crashes[0].trace
+    assert "still running" not in crashes[0].trace
+    assert parse_crashes("[    1.0] siw: all fine\n") == []
+
+
+def test_guest_has_kernel_siw_and_rxe_devices(guest: Guest) -> None:
+    links = guest.check("rdma link")
+    for dev, netdev in (("siw0", "eth0"), ("rxe0", "veth-a"), ("rxe1", "veth-b")):
+        line = next((ln for ln in links.splitlines() if f"link {dev}/" in ln), "")
+        assert "state ACTIVE" in line and f"netdev {netdev}" in line, links
+    devices = guest.check("ibv_devinfo -l")
+    assert "siw0" in devices and "rxe0" in devices
+    assert guest.crashes_since(0) == [], guest.console()
+
+
+def test_host_build_runs_inside_the_guest(guest: Guest) -> None:
+    build = os.environ.get("RDMA_INTEROP_BUILD", "")
+    rel = os.path.relpath(build, guest.share) if build else "build"
+    out = guest.check(f"/host/{rel}/tools/rdma-probe --version")
+    assert out.startswith("rdma-probe ")
+
+
+def test_forwarded_port_reaches_a_guest_listener(guest: Guest) -> None:
+    """The only way in: a host connection to 127.0.0.1:host_port() lands in the guest."""
+    job = guest.spawn("echo listening; nc -l -p 7008 > /tmp/fwd-test.txt")
+    job.wait_for_output("listening", 10)
+    port = guest.host_port(7008)
+    for _ in range(50):  # slirp accepts before the guest listens; retry until data lands
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"through hostfwd\n")
+        time.sleep(0.2)
+        if guest.run("cat /tmp/fwd-test.txt").output.strip() == "through hostfwd":
+            break
+    assert guest.check("cat /tmp/fwd-test.txt").strip() == "through hostfwd"
+    assert GUEST_SIW_ADDRESS in guest.check("ip -br addr show eth0")
+    job.kill()
