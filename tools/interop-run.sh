@@ -11,6 +11,9 @@
 #                    (default $RDMA_INTEROP_RESULTS or ./interop-results)
 #   --build-dir DIR  CMake build directory (default $BUILD_DIR or build)
 #   --no-build       skip dependencies, build and install (rerun against what is installed)
+#   --no-kernel      skip the kernel peers: by default the Linux kernel's siw and rxe, in a
+#                    qemu guest (tools/kernel-guest), get their own matrix after the first,
+#                    written to RESULTS/kernel/ (a few minutes on 2 cores)
 #   -- ARGS          passed to pytest, e.g. -- -k 'siw and cxgb4'
 # Environment: JOBS (default nproc).
 #
@@ -25,6 +28,7 @@ jobs=${JOBS:-$(nproc)}
 results=${RDMA_INTEROP_RESULTS:-$root/interop-results}
 lab_file=""
 do_build=1
+do_kernel=1
 pytest_extra=()
 
 usage() { sed -n '2,/^set /p' "$0" | sed -e '/^set /d' -e 's/^# \{0,1\}//'; }
@@ -40,6 +44,7 @@ while [[ $# -gt 0 ]]; do
                  build=$2; shift 2 ;;
     --build-dir=*) build=${1#--build-dir=}; shift ;;
     --no-build) do_build=0; shift ;;
+    --no-kernel) do_kernel=0; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; pytest_extra=("$@"); break ;;
     *) echo "interop-run: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -105,3 +110,23 @@ print(f"\ninterop-run: {s['total']} cases: {s['pass']} pass, {s['expected-fail']
       f"{s['fail']} fail, {s['skip']} skip -> {'OK' if ok else 'FAILED'} ({path})")
 sys.exit(0 if ok else 1)
 EOF
+status=$?
+
+if [[ $do_kernel -eq 1 ]]; then
+  step "kernel peers: siw and rxe in a qemu guest (results in $results/kernel)"
+  rm -f "$results/kernel/matrix.json"
+  if bash tools/kernel-guest/build-guest.sh; then
+    RDMA_INTEROP_RESULTS="$results" RDMA_INTEROP_BUILD="$root/$build" \
+      /usr/bin/python3 -m pytest tests/kernel -q -rs -p no:cacheprovider --rootdir="$root"
+    kernel_status=$?
+    # The kernel matrix shows findings (kernel deviations, crashes) as cells; the verdict is
+    # the tests', which fail only when our side misbehaves or a case cannot be observed.
+    [[ -f "$results/kernel/matrix.json" ]] || kernel_status=1
+    [[ $kernel_status -eq 0 ]] || status=1
+    echo "interop-run: kernel peers: pytest exited $kernel_status ($results/kernel/matrix.txt)"
+  else
+    echo "interop-run: could not build the kernel guest" >&2
+    status=1
+  fi
+fi
+exit $status
