@@ -297,7 +297,12 @@ void bind_work_requests(py::module_& m) {
       .value("REMOTE_ACCESS_ERROR", rdmap::WcStatus::kRemoteAccessError)
       .value("REMOTE_OPERATION_ERROR", rdmap::WcStatus::kRemoteOperationError)
       .value("FATAL_ERROR", rdmap::WcStatus::kFatalError)
-      .value("FLUSHED", rdmap::WcStatus::kFlushed);
+      .value("FLUSHED", rdmap::WcStatus::kFlushed)
+      .value("RETRY_EXCEEDED", rdmap::WcStatus::kRetryExceeded)
+      .value("RNR_RETRY_EXCEEDED", rdmap::WcStatus::kRnrRetryExceeded)
+      .value("REMOTE_INVALID_REQUEST", rdmap::WcStatus::kRemoteInvalidRequest)
+      .value("LOCAL_QP_OPERATION_ERROR", rdmap::WcStatus::kLocalQpOperationError)
+      .value("BAD_RESPONSE", rdmap::WcStatus::kBadResponse);
   m.def(
       "wc_status_name", [](rdmap::WcStatus s) { return std::string(rdmap::wc_status_name(s)); },
       py::arg("status"), "Stable id: \"remote_access_error\".");

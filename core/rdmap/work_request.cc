@@ -11,6 +11,11 @@ std::string_view wc_status_name(WcStatus s) {
     case WcStatus::kRemoteOperationError: return "remote_operation_error";
     case WcStatus::kFatalError: return "fatal_error";
     case WcStatus::kFlushed: return "flushed";
+    case WcStatus::kRetryExceeded: return "retry_exceeded";
+    case WcStatus::kRnrRetryExceeded: return "rnr_retry_exceeded";
+    case WcStatus::kRemoteInvalidRequest: return "remote_invalid_request";
+    case WcStatus::kLocalQpOperationError: return "local_qp_operation_error";
+    case WcStatus::kBadResponse: return "bad_response";
   }
   return "unknown";
 }

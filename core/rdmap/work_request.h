@@ -51,6 +51,13 @@ enum class WcStatus : std::uint8_t {
   kRemoteOperationError,  // the peer answered with another Terminate
   kFatalError,            // the connection failed (Terminate sent or received, reset)
   kFlushed,               // the queue pair went to error before this request ran
+  // Reported by the verbs provider only (IB/RoCE transport errors the userspace iWARP stack
+  // cannot produce). Appended so the values above keep their numbers.
+  kRetryExceeded,           // no ACK after retry_count transport retries (peer gone or cut off)
+  kRnrRetryExceeded,        // the peer kept answering RNR NAK: no receive posted in time
+  kRemoteInvalidRequest,    // the peer NAKed the request as invalid (e.g. a Send too long)
+  kLocalQpOperationError,   // the local QP hit an internal consistency error
+  kBadResponse,             // the peer's response was of an unexpected transport opcode
 };
 std::string_view wc_status_name(WcStatus s);
 

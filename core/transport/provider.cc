@@ -1,6 +1,7 @@
 #include "core/transport/provider.h"
 
 #include "core/transport/tcp/tcp_provider.h"
+#include "core/transport/verbs/verbs_provider.h"
 #include "core/wire/terminate.h"
 
 namespace rdma_interop::transport {
@@ -27,8 +28,9 @@ std::string to_string(const ConnectError& e) {
 
 Expected<std::unique_ptr<Provider>, std::string> open_provider(std::string_view scheme) {
   if (scheme == "tcp") return tcp::make_tcp_provider();
+  if (scheme == "verbs") return verbs::make_verbs_provider();
   return unexpected("no provider for scheme '" + std::string(scheme) +
-                    "': this build has tcp (verbs and sim are not built yet)");
+                    "': this build has tcp and verbs (sim is not built yet)");
 }
 
 }  // namespace rdma_interop::transport

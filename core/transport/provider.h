@@ -168,7 +168,7 @@ class Provider {
       const ProviderUri& where, const ConnectOptions& options) = 0;
 };
 
-// Opens the provider for `scheme` ("tcp"). Errors say which schemes exist.
+// Opens the provider for `scheme` ("tcp", "verbs"). Errors say which schemes exist.
 Expected<std::unique_ptr<Provider>, std::string> open_provider(std::string_view scheme);
 
 }  // namespace rdma_interop::transport

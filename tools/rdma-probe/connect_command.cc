@@ -69,7 +69,7 @@ int run_connect(const ConnectOptions& options) {
     print_usage_error("connect", options.uri + ": " + uri.error());
     return kExitUsage;
   }
-  if (uri->scheme == "tcp" && uri->port == 0) {
+  if ((uri->scheme == "tcp" || uri->scheme == "verbs") && uri->port == 0) {
     print_usage_error("connect", options.uri + ": connect needs a non-zero port");
     return kExitUsage;
   }

@@ -22,8 +22,11 @@ constexpr const char* kDescription =
 
 rdma-probe speaks MPA connection setup (RFC 5044, RFC 6581 revision 2 with IRD/ORD and the
 peer-to-peer ready-to-receive), then DDP/RDMAP (RFC 5041, RFC 5040) over a userspace iWARP
-provider on real TCP sockets. Each side takes a personality: a JSON file naming the MPA
-choices of a known stack (siw, cxgb4, rev1-only, never-rtr, strict) or your own.
+provider on real TCP sockets (tcp://). Each side takes a personality: a JSON file naming the
+MPA choices of a known stack (siw, cxgb4, rev1-only, never-rtr, strict) or your own.
+With verbs:// URIs the same exchange runs over rdma-core (librdmacm + libibverbs) on a real
+or soft RDMA device (siw, rxe): the kernel then does MPA, and the personality contributes
+its IRD/ORD and private data only.
 
 Both roles run the same interop exchange on every connection: Sends carrying JSON messages,
 an RDMA Read and RDMA Writes of 64 KiB regions in both directions, every byte checked
@@ -67,6 +70,8 @@ EXAMPLES
       (port 0: the kernel picks one; the "listening" line tells which)
   rdma-probe serve --listen tcp://0.0.0.0:7174 --personality ./my-peer.json
   rdma-probe serve --list-personalities
+  rdma-probe serve --listen verbs://10.0.2.15:7174 --personality siw --once
+      (rdma-core: the RDMA device holding 10.0.2.15, e.g. siw0 or rxe0)
 
 EXIT CODES
   0  stopped by SIGTERM/SIGINT, or every connection of --once/--max-connections succeeded
@@ -97,12 +102,14 @@ EXAMPLES
   rdma-probe connect tcp://198.18.0.2:7174 --personality cxgb4
   rdma-probe connect tcp://127.0.0.1:7174 --personality rev1-only --json --timeout 5
   rdma-probe connect tcp://lab-b:7174 --personality mine --personality-dir ./personalities
+  rdma-probe connect verbs://10.0.2.15:7174 --personality siw --json
 
 EXIT CODES
   0  connected and the exchange verified every byte
   1  MPA setup failed, timed out, or the exchange failed ("error" says why)
   2  bad arguments: URI, personality, option values
-  3  unreachable: the TCP connection was refused or timed out)";
+  3  unreachable: the TCP connection was refused or timed out (verbs: no RDMA device
+     reaches the address, or nothing listens there))";
 
 constexpr const char* kListDescription =
     R"(List the personalities --personality can name.
@@ -182,7 +189,8 @@ int main(int argc, char** argv) {
   serve_cmd
       ->add_option("-l,--listen", serve.listen,
                    wrap("Where to listen: tcp://ADDR:PORT (IPv4 address or name; port 0 picks "
-                        "a free port, reported in the \"listening\" line)"))
+                        "a free port, reported in the \"listening\" line), or "
+                        "verbs://ADDR:PORT, verbs://DEVICE[:PORT] for rdma-core"))
       ->type_name("URI");
   add_personality_options(serve_cmd, serve.personality);
   auto* max_opt = serve_cmd
@@ -204,7 +212,10 @@ int main(int argc, char** argv) {
   ConnectOptions connect;
   auto* connect_cmd = app.add_subcommand("connect", kConnectDescription);
   connect_cmd->footer(kConnectFooter);
-  connect_cmd->add_option("uri", connect.uri, wrap("The responder: tcp://ADDR:PORT"))
+  connect_cmd
+      ->add_option("uri", connect.uri,
+                   wrap("The responder: tcp://ADDR:PORT, or verbs://ADDR:PORT[?ack_timeout=N"
+                        "&retry_count=N&rnr_retry=N] for rdma-core"))
       ->required()
       ->type_name("URI");
   add_personality_options(connect_cmd, connect.personality);

@@ -69,7 +69,7 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
 int run_serve(const ServeOptions& options) {
   if (options.list_personalities) return run_list_personalities({options.personality.extra_dirs});
   if (options.listen.empty()) {
-    print_usage_error("serve", "--listen tcp://ADDR:PORT is required");
+    print_usage_error("serve", "--listen tcp://ADDR:PORT (or verbs://ADDR:PORT) is required");
     return kExitUsage;
   }
   if (options.personality.name_or_path.empty()) {

@@ -230,7 +230,7 @@ class MpaPolicy:
     ord: int = 16
     strict_ird_ord: bool = False
     private_data_limit: int = 512
-    reject_reserved_bits: bool = True
+    reject_reserved_bits: bool = False
     fallback_to_revision1: bool = False
     on_newer_revision: OnNewerRevision = OnNewerRevision.REPLY
     send_rtr: bool = True
@@ -461,6 +461,12 @@ class WcStatus(str, enum.Enum):
     REMOTE_OPERATION_ERROR = "remote_operation_error"  # the peer sent another Terminate
     FATAL_ERROR = "fatal_error"  # the connection failed (Terminate sent or received, reset)
     FLUSHED = "flushed"  # the queue pair went to error before this request ran
+    # Reported by the verbs provider (IB/RoCE transport errors, from ibv_wc_status):
+    RETRY_EXCEEDED = "retry_exceeded"  # no ACK after retry_count transport retries
+    RNR_RETRY_EXCEEDED = "rnr_retry_exceeded"  # the peer had no receive posted, rnr_retry times
+    REMOTE_INVALID_REQUEST = "remote_invalid_request"
+    LOCAL_QP_OPERATION_ERROR = "local_qp_operation_error"
+    BAD_RESPONSE = "bad_response"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,552 @@
+#include "core/transport/verbs/verbs_connection.h"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+
+#include "core/transport/verbs/cm_address.h"
+#include "core/transport/verbs/verbs_translate.h"
+
+namespace rdma_interop::transport::verbs {
+namespace {
+
+constexpr int kPollBatch = 32;
+constexpr int kCqEventsPerWakeup = 64;
+
+// IB CM reject reasons rdma_cm passes up as the REJECTED event's status (IBA 12.6.7.2).
+constexpr int kIbRejectInvalidServiceId = 8;  // nothing listens on that port
+constexpr int kIbRejectConsumer = 28;         // the peer's application rejected
+
+std::string_view op_name(rdmap::WcOpcode op) {
+  switch (op) {
+    case rdmap::WcOpcode::kSend:
+      return "Send";
+    case rdmap::WcOpcode::kRdmaWrite:
+      return "RDMA Write";
+    case rdmap::WcOpcode::kRdmaRead:
+      return "RDMA Read";
+    case rdmap::WcOpcode::kRecv:
+      return "Receive";
+  }
+  return "request";
+}
+
+rdmap::PostError post_error_from(int rc) {
+  switch (rc) {
+    case ENOMEM:
+      return rdmap::PostError::kQueueFull;
+    case EINVAL:
+      return rdmap::PostError::kInvalidRequest;
+    default:
+      return rdmap::PostError::kNotConnected;
+  }
+}
+
+wire::MpaFrame synthesized_frame(wire::MpaFrameKind kind, std::vector<std::uint8_t> private_data,
+                                 bool reject = false) {
+  // rdma_cm shows private data only; revision 0 says "not visible" (see the header).
+  wire::MpaFrame f;
+  f.kind = kind;
+  f.revision = 0;
+  f.reject = reject;
+  f.private_data = std::move(private_data);
+  return f;
+}
+
+ConnectError make_error(ConnectError::Kind kind, std::string detail) {
+  ConnectError e;
+  e.kind = kind;
+  e.detail = std::move(detail);
+  return e;
+}
+
+}  // namespace
+
+VerbsConnectionCore::VerbsConnectionCore(tcp::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
+                                         std::unique_ptr<QueuePair> qp)
+    : loop_(loop), channel_(channel), id_(id), qp_(std::move(qp)) {}
+
+VerbsConnectionCore::~VerbsConnectionCore() {
+  // Normally teardown() ran on the event thread; this is the last resort for a core that
+  // never got that far (its id is then no longer routed to it).
+  for (auto& [stag, mr] : regions_) ibv_dereg_mr(mr);
+  for (ibv_mr* mr : initial_regions_) ibv_dereg_mr(mr);
+  qp_.reset();
+  if (id_ != nullptr) rdma_destroy_id(id_);
+}
+
+// ---- Setup (event thread) -----------------------------------------------------------------
+
+std::optional<std::string> VerbsConnectionCore::start(const QpCaps& caps) {
+  channel_.attach(id_, weak_from_this());
+  token_ = loop_.watch(qp_->channel()->fd, EPOLLIN, shared_from_this());
+  watching_ = true;
+  std::lock_guard lock(mu_);
+  for (const InitialRecv& r : caps.initial_recvs) {
+    // An int, not the enumerator: ibv_reg_mr is a macro that masks its access argument with
+    // another enum's bits, which clang rejects for enumerators in C++20.
+    const int local_write = IBV_ACCESS_LOCAL_WRITE;
+    ibv_mr* mr = ibv_reg_mr(qp_->pd(), r.addr, r.length, local_write);
+    if (mr == nullptr) {
+      return "cannot register an initial receive buffer of " + std::to_string(r.length) +
+             " octets: " + errno_sentence(errno) + " (RLIMIT_MEMLOCK?)";
+    }
+    initial_regions_.push_back(mr);
+    const std::uint64_t seq = next_seq_++;
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(r.addr), r.length, mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = seq | kRecvBit;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    rq_.push_back({seq, r.wr_id, rdmap::WcOpcode::kRecv, r.length});
+    if (const int rc = ibv_post_recv(qp_->qp(), &wr, &bad); rc != 0) {
+      rq_.pop_back();
+      return "cannot post an initial receive: " + errno_sentence(rc);
+    }
+  }
+  return std::nullopt;
+}
+
+void VerbsConnectionCore::begin_setup(SetupParams params, tcp::TimePoint deadline,
+                                      std::shared_ptr<SetupRendezvous> result) {
+  setup_ = std::move(params);
+  result_ = std::move(result);
+  {
+    std::lock_guard lock(mu_);
+    phase_ = Phase::kSetup;
+  }
+  setup_timer_ = loop_.add_timer(deadline, [weak = weak_from_this()] {
+    auto self = weak.lock();
+    if (!self) return;
+    self->setup_timer_.reset();
+    self->fail_setup(make_error(ConnectError::Kind::kTimeout,
+                                "the connection was not established in time (no "
+                                "RDMA_CM_EVENT_ESTABLISHED before the deadline)"));
+  });
+}
+
+void VerbsConnectionCore::fail_setup(ConnectError error) {
+  if (setup_timer_) {
+    loop_.cancel_timer(*setup_timer_);
+    setup_timer_.reset();
+  }
+  teardown();
+  if (result_) {
+    result_->set(SetupResult{nullptr, std::move(error)});
+    result_.reset();
+  }
+}
+
+ConnectError VerbsConnectionCore::setup_error(const CmEvent& e) const {
+  const bool iwarp = qp_ && qp_->limits().iwarp;
+  ConnectError error;
+  switch (e.type) {
+    case RDMA_CM_EVENT_REJECTED: {
+      // IB/RoCE: the status is the CM's reject reason. iWARP: the driver's errno, which
+      // differs between drivers (siw: -ECONNRESET for an MPA Reject, and a refused TCP
+      // connection fails rdma_connect itself; cxgb4: -ECONNREFUSED for both). A refusal
+      // carries no private data; a Reject may.
+      const bool no_listener = iwarp ? e.status == -ECONNREFUSED && e.private_data.empty()
+                                     : e.status == kIbRejectInvalidServiceId;
+      if (no_listener) {
+        error.kind = ConnectError::Kind::kUnreachable;
+        error.detail =
+            "the peer refused the connection: nothing listens there (" + describe(e) + ")";
+        return error;
+      }
+      error.kind = ConnectError::Kind::kSetup;
+      error.failure = setup_.role == Role::kActive ? cm::CmFailure::kPeerRejected
+                                                   : cm::CmFailure::kConnectionReset;
+      error.detail = "the peer rejected the connection (" + describe(e) +
+                     (!iwarp && e.status != kIbRejectConsumer ? ", not by its application" : "") +
+                     ")";
+      error.peer_frame = synthesized_frame(wire::MpaFrameKind::kReply, e.private_data, true);
+      return error;
+    }
+    case RDMA_CM_EVENT_UNREACHABLE:
+      error.kind = ConnectError::Kind::kUnreachable;
+      error.detail = "the peer's CM did not answer (" + describe(e) + ")";
+      return error;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      error.kind = ConnectError::Kind::kSetup;
+      error.failure = cm::CmFailure::kConnectionClosed;
+      error.detail = "the peer disconnected during setup (" + describe(e) + ")";
+      return error;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      error.kind = ConnectError::Kind::kUnreachable;
+      error.detail = "the RDMA device was removed during setup";
+      return error;
+    default:
+      error.kind = ConnectError::Kind::kSetup;
+      error.detail = "connection setup failed: " + describe(e);
+      return error;
+  }
+}
+
+void VerbsConnectionCore::on_cm_event(const CmEvent& e) {
+  Phase phase;
+  {
+    std::lock_guard lock(mu_);
+    phase = phase_;
+  }
+  if (phase == Phase::kSetup) {
+    on_setup_event(e);
+    return;
+  }
+  if (phase != Phase::kEstablished) return;
+  std::lock_guard lock(mu_);
+  switch (e.type) {
+    case RDMA_CM_EVENT_DISCONNECTED:
+      disconnected_event_ = true;
+      if (!final_state_) peer_closed_ = true;
+      // Deliberately no ibv_modify_qp(ERR) here: see the header.
+      settle(ConnectionState::kClosed,
+             "the peer disconnected (RDMA_CM_EVENT_DISCONNECTED); the queue pair was left as "
+             "the transport has it",
+             false);
+      cv_.notify_all();
+      break;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      settle(ConnectionState::kError, "the RDMA device was removed", true);
+      break;
+    default:
+      break;  // TIMEWAIT_EXIT, ADDR_CHANGE, a repeated ESTABLISHED: nothing to do
+  }
+}
+
+void VerbsConnectionCore::on_setup_event(const CmEvent& e) {
+  switch (e.type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      on_established(e);
+      return;
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_CONNECT_ERROR:
+    case RDMA_CM_EVENT_DISCONNECTED:
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      fail_setup(setup_error(e));
+      return;
+    default:
+      return;
+  }
+}
+
+void VerbsConnectionCore::on_established(const CmEvent& e) {
+  if (setup_timer_) {
+    loop_.cancel_timer(*setup_timer_);
+    setup_timer_.reset();
+  }
+  const bool active = setup_.role == Role::kActive;
+  cm::NegotiatedParams p;
+  p.revision = 0;  // MPA (iWARP) is the kernel's; IB and RoCE have none
+  p.ird = setup_.ird;
+  p.ord = setup_.ord;
+  if (qp_->limits().iwarp) {
+    // iw_cm reports the IRD/ORD the driver settled on (cma.c: initiator_depth = ird,
+    // responder_resources = ord of the iw_cm event), after its RFC 6581 negotiation.
+    if (e.initiator_depth != 0 || e.responder_resources != 0) {
+      p.ird = e.initiator_depth;
+      p.ord = e.responder_resources;
+    }
+  } else if (active) {
+    // IB CM: the REP's depths in our perspective; the kernel programs our QP with them:
+    // initiator_depth is the peer's responder resources (its IRD, our ORD), responder
+    // resources the peer's initiator depth (its ORD, our IRD).
+    p.ord = e.initiator_depth;
+    p.ird = e.responder_resources;
+    p.peer_ird = e.initiator_depth;
+    p.peer_ord = e.responder_resources;
+  }
+  if (!active) {
+    p.peer_ird = setup_.peer_ird;
+    p.peer_ord = setup_.peer_ord;
+  }
+  // Active on iWARP: the peer's MPA Reply IRD/ORD are not reported; peer_ird/peer_ord stay 0.
+  // CRC, markers and the RTR (NegotiatedParams' other fields) are never visible: left false.
+
+  p.peer_private_data = active ? e.private_data : setup_.received_private_data;
+
+  info_.params = p;
+  info_.local_address = format_sockaddr(rdma_get_local_addr(id_));
+  info_.peer_address = format_sockaddr(rdma_get_peer_addr(id_));
+  if (active) {
+    info_.sent_frame = synthesized_frame(wire::MpaFrameKind::kRequest, setup_.sent_private_data);
+    info_.received_frame = synthesized_frame(wire::MpaFrameKind::kReply, e.private_data);
+  } else {
+    info_.received_frame =
+        synthesized_frame(wire::MpaFrameKind::kRequest, setup_.received_private_data);
+    info_.sent_frame = synthesized_frame(wire::MpaFrameKind::kReply, setup_.sent_private_data);
+  }
+  {
+    std::lock_guard lock(mu_);
+    phase_ = Phase::kEstablished;
+  }
+  if (result_) {
+    result_->set(SetupResult{shared_from_this(), std::nullopt});
+    result_.reset();
+  }
+}
+
+// ---- Application side -----------------------------------------------------------------------
+
+std::uint32_t VerbsConnectionCore::register_memory(void* addr, std::size_t length,
+                                                   std::uint32_t access) {
+  std::lock_guard lock(mu_);
+  if (released_ || phase_ != Phase::kEstablished) return 0;
+  ibv_mr* mr = ibv_reg_mr(qp_->pd(), addr, length, ibv_access_from(access));
+  if (mr == nullptr) return 0;
+  const bool remote = (access & (rdmap::kRemoteRead | rdmap::kRemoteWrite)) != 0;
+  const std::uint32_t stag = remote ? mr->rkey : mr->lkey;
+  if (stag == 0 || regions_.count(stag) != 0) {
+    // A key we could not tell apart from another region's: refuse rather than mix them up.
+    ibv_dereg_mr(mr);
+    return 0;
+  }
+  regions_.emplace(stag, mr);
+  return stag;
+}
+
+bool VerbsConnectionCore::deregister_memory(std::uint32_t stag) {
+  std::lock_guard lock(mu_);
+  const auto it = regions_.find(stag);
+  if (it == regions_.end()) return false;
+  const int rc = ibv_dereg_mr(it->second);
+  regions_.erase(it);
+  return rc == 0;
+}
+
+std::uint32_t VerbsConnectionCore::lkey_for(std::uint32_t stag) const {
+  const auto it = regions_.find(stag);
+  return it == regions_.end() ? stag : it->second->lkey;
+}
+
+std::optional<rdmap::PostError> VerbsConnectionCore::post_send(const rdmap::SendWr& wr) {
+  std::lock_guard lock(mu_);
+  if (released_ || app_closed_ || phase_ != Phase::kEstablished) {
+    return rdmap::PostError::kNotConnected;
+  }
+  const bool read = wr.opcode == rdmap::WrOpcode::kRdmaRead;
+  ibv_sge sge{wr.sge.addr, wr.sge.length, lkey_for(wr.sge.lkey)};
+  ibv_send_wr w{};
+  const std::uint64_t seq = next_seq_++;
+  w.wr_id = seq;
+  // A zero-length Send or Write names no buffer. A Read keeps its one element even at
+  // length 0: some providers (siw) take a Read with exactly one.
+  w.sg_list = &sge;
+  w.num_sge = (wr.sge.length > 0 || read) ? 1 : 0;
+  const IbvSendKind kind = ibv_send_kind(wr.opcode);
+  w.opcode = static_cast<ibv_wr_opcode>(kind.opcode);
+  w.send_flags = kind.flags | (wr.signaled ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u);
+  if (wr.opcode == rdmap::WrOpcode::kRdmaWrite || read) {
+    w.wr.rdma.remote_addr = wr.remote_addr;
+    w.wr.rdma.rkey = wr.remote_stag;
+  }
+  if (kind.opcode == IBV_WR_SEND_WITH_INV) w.invalidate_rkey = wr.invalidate_stag;
+  sq_.push_back({seq, wr.wr_id, wc_opcode_of(wr.opcode), wr.sge.length});
+  ibv_send_wr* bad = nullptr;
+  if (const int rc = ibv_post_send(qp_->qp(), &w, &bad); rc != 0) {
+    sq_.pop_back();
+    return post_error_from(rc);
+  }
+  return std::nullopt;
+}
+
+std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::RecvWr& wr) {
+  std::lock_guard lock(mu_);
+  if (released_ || phase_ != Phase::kEstablished) return rdmap::PostError::kNotConnected;
+  ibv_sge sge{wr.sge.addr, wr.sge.length, lkey_for(wr.sge.lkey)};
+  ibv_recv_wr w{};
+  const std::uint64_t seq = next_seq_++;
+  w.wr_id = seq | kRecvBit;
+  w.sg_list = &sge;
+  w.num_sge = wr.sge.length > 0 ? 1 : 0;
+  rq_.push_back({seq, wr.wr_id, rdmap::WcOpcode::kRecv, wr.sge.length});
+  ibv_recv_wr* bad = nullptr;
+  if (const int rc = ibv_post_recv(qp_->qp(), &w, &bad); rc != 0) {
+    rq_.pop_back();
+    return post_error_from(rc);
+  }
+  return std::nullopt;
+}
+
+std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::size_t max,
+                                                                         Millis timeout) {
+  std::unique_lock lock(mu_);
+  if (completions_.empty() && timeout > Millis::zero()) {
+    cv_.wait_for(lock, timeout, [&] { return !completions_.empty(); });
+  }
+  std::vector<rdmap::WorkCompletion> out;
+  const std::size_t n = std::min(max, completions_.size());
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(std::move(completions_.front()));
+    completions_.pop_front();
+  }
+  return out;
+}
+
+ConnectionState VerbsConnectionCore::state() const {
+  std::lock_guard lock(mu_);
+  return final_state_.value_or(ConnectionState::kConnected);
+}
+
+std::string VerbsConnectionCore::error_detail() const {
+  std::lock_guard lock(mu_);
+  return detail_;
+}
+
+void VerbsConnectionCore::disconnect(Millis timeout) {
+  {
+    std::lock_guard lock(mu_);
+    if (released_ || phase_ != Phase::kEstablished || app_closed_) return;
+    app_closed_ = true;
+    settle(ConnectionState::kClosed, "disconnected by the application", false);
+  }
+  loop_.run([this] {
+    // librdmacm: QP to error (IB/RoCE) or SQD (iWARP), then DREQ / TCP close. After the
+    // peer's DISCONNECTED the kernel part fails harmlessly; the QP still leaves RTS.
+    if (id_ != nullptr) rdma_disconnect(id_);
+  });
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return disconnected_event_ || released_; });
+}
+
+void VerbsConnectionCore::release() {
+  loop_.run([this] {
+    bool disconnect_first = false;
+    {
+      std::lock_guard lock(mu_);
+      disconnect_first = phase_ == Phase::kEstablished && !disconnected_event_ && !app_closed_;
+      released_ = true;
+      settle(ConnectionState::kClosed, "the connection was destroyed by the application", false);
+    }
+    // An orderly close for the peer, as destroying a tcp connection sends a FIN.
+    if (disconnect_first && id_ != nullptr) rdma_disconnect(id_);
+    teardown();
+    std::lock_guard lock(mu_);
+    completions_.clear();
+    cv_.notify_all();
+  });
+}
+
+// ---- Event thread ---------------------------------------------------------------------------
+
+void VerbsConnectionCore::on_io(std::uint32_t) {
+  const auto keep = shared_from_this();
+  if (!qp_) return;
+  // Take every pending event (acknowledged at once, so ibv_destroy_cq never waits), ask for
+  // the next one, then poll: a completion that arrived in between is polled now, and any
+  // later one raises a new event.
+  int events = 0;
+  for (int i = 0; i < kCqEventsPerWakeup; ++i) {
+    ibv_cq* cq = nullptr;
+    void* context = nullptr;
+    if (ibv_get_cq_event(qp_->channel(), &cq, &context) != 0) break;  // EAGAIN
+    ++events;
+  }
+  if (events > 0) ibv_ack_cq_events(qp_->cq(), static_cast<unsigned>(events));
+  ibv_req_notify_cq(qp_->cq(), 0);
+  drain_cq();
+}
+
+void VerbsConnectionCore::drain_cq() {
+  std::array<ibv_wc, kPollBatch> wcs{};
+  for (;;) {
+    const int n = ibv_poll_cq(qp_->cq(), kPollBatch, wcs.data());
+    if (n <= 0) return;
+    std::lock_guard lock(mu_);
+    for (int i = 0; i < n; ++i) complete(wcs[static_cast<std::size_t>(i)]);
+    cv_.notify_all();
+    if (n < kPollBatch) return;
+  }
+}
+
+void VerbsConnectionCore::complete(const ibv_wc& wc) {
+  const bool recv = (wc.wr_id & kRecvBit) != 0;
+  const std::uint64_t seq = wc.wr_id & ~kRecvBit;
+  auto& queue = recv ? rq_ : sq_;
+  // Older unsignaled requests completed successfully without an entry of their own.
+  while (!queue.empty() && queue.front().seq < seq) queue.pop_front();
+  Tracked t;
+  const bool known = !queue.empty() && queue.front().seq == seq;
+  if (known) {
+    t = queue.front();
+    queue.pop_front();
+  } else {
+    t.opcode = recv ? rdmap::WcOpcode::kRecv
+                    : wc_opcode_from_ibv(wc.opcode).value_or(rdmap::WcOpcode::kSend);
+  }
+  rdmap::WorkCompletion out;
+  out.wr_id = t.wr_id;
+  out.opcode = t.opcode;
+  out.status = wc_status_from_ibv(wc.status);
+  if (out.status == rdmap::WcStatus::kSuccess) {
+    out.byte_len = recv ? wc.byte_len : t.length;
+    if ((wc.wc_flags & IBV_WC_WITH_INV) != 0) out.invalidated_stag = wc.invalidated_rkey;
+  } else if (out.status == rdmap::WcStatus::kFlushed) {
+    // Receives are flushed by an orderly close too (siw leaves RTS when the TCP stream
+    // ends), so only a flushed send-queue request says the QP failed under the application:
+    // on iWARP a Terminate from the peer (e.g. for a bad STag) ends that way.
+    if (!recv) {
+      settle(ConnectionState::kError,
+             std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
+                 ") was flushed: the queue pair left RTS while it was outstanding",
+             true);
+    }
+  } else {
+    char vendor[16];
+    std::snprintf(vendor, sizeof vendor, "0x%x", wc.vendor_err);
+    settle(ConnectionState::kError,
+           std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
+               ") completed with " + std::string(rdmap::wc_status_name(out.status)) + " (" +
+               std::string(ibv_wc_status_constant(wc.status)) + ", vendor error " + vendor +
+               "); the queue pair is in the error state",
+           true);
+  }
+  if (!released_) completions_.push_back(out);
+}
+
+void VerbsConnectionCore::settle(ConnectionState state, std::string detail,
+                                 bool overrides_peer_close) {
+  if (final_state_) {
+    // A transport error after the peer's DISCONNECTED is news: the QP is now in error.
+    const bool upgrade = overrides_peer_close && peer_closed_ && !app_closed_ &&
+                         *final_state_ == ConnectionState::kClosed &&
+                         state == ConnectionState::kError;
+    if (!upgrade) return;
+    detail = detail_ + "; then " + detail;
+  }
+  final_state_ = state;
+  detail_ = std::move(detail);
+  cv_.notify_all();
+}
+
+void VerbsConnectionCore::teardown() {
+  if (watching_) {
+    loop_.unwatch(token_);
+    watching_ = false;
+  }
+  if (id_ != nullptr) channel_.detach(id_);
+  {
+    std::lock_guard lock(mu_);
+    phase_ = Phase::kTornDown;
+    for (auto& [stag, mr] : regions_) ibv_dereg_mr(mr);
+    regions_.clear();
+    for (ibv_mr* mr : initial_regions_) ibv_dereg_mr(mr);
+    initial_regions_.clear();
+    sq_.clear();
+    rq_.clear();
+    cv_.notify_all();
+  }
+  qp_.reset();
+  if (id_ != nullptr) {
+    rdma_destroy_id(id_);
+    id_ = nullptr;
+  }
+}
+
+}  // namespace rdma_interop::transport::verbs

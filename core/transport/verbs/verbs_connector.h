@@ -1,0 +1,53 @@
+// verbs_connector.h - the active side of one connect(): address resolution, route
+// resolution, the queue pair, rdma_connect; then the connection core waits for ESTABLISHED.
+//
+//   rdma_resolve_addr -> ADDR_RESOLVED (the id now has a device)
+//   rdma_resolve_route -> ROUTE_RESOLVED
+//   QueuePair + VerbsConnectionCore, initial receives posted, rdma_connect
+//   -> the core answers: ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, or the deadline
+//
+// ADDR_ERROR and ROUTE_ERROR (no RDMA device routes to the address, no ARP/neighbour
+// answer) are "unreachable". Every step is bounded by ConnectOptions::timeout: the connector
+// arms a timer for the resolution steps and hands the rest of the budget to the core.
+// Event thread only.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "core/transport/provider.h"
+#include "core/transport/verbs/cm_address.h"
+#include "core/transport/verbs/cm_channel.h"
+#include "core/transport/verbs/verbs_connection.h"
+#include "core/transport/verbs/verbs_options.h"
+
+namespace rdma_interop::transport::verbs {
+
+class Connector : public CmHandler, public std::enable_shared_from_this<Connector> {
+ public:
+  Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer, ConnectOptions options,
+            VerbsOptions verbs_options, std::shared_ptr<SetupRendezvous> result);
+
+  void start();
+  void on_cm_event(const CmEvent& event) override;
+
+ private:
+  void on_route_resolved();
+  void fail(ConnectError::Kind kind, std::string detail);
+  int step_timeout_ms() const;
+
+  tcp::EventLoop& loop_;
+  CmChannel& channel_;
+  CmAddress peer_;
+  ConnectOptions options_;
+  VerbsOptions verbs_options_;
+  std::shared_ptr<SetupRendezvous> result_;
+  tcp::TimePoint deadline_;
+  rdma_cm_id* id_ = nullptr;
+  std::optional<tcp::EventLoop::TimerId> timer_;
+  bool done_ = false;  // answered, or handed over to the core
+  // The channel and timer hold us weakly: this keeps us alive until done_.
+  std::shared_ptr<Connector> self_;
+};
+
+}  // namespace rdma_interop::transport::verbs

@@ -1,0 +1,120 @@
+#include "core/transport/verbs/verbs_provider.h"
+
+#include "core/transport/verbs/cm_address.h"
+#include "core/transport/verbs/verbs_connection.h"
+#include "core/transport/verbs/verbs_connector.h"
+#include "core/transport/verbs/verbs_context.h"
+#include "core/transport/verbs/verbs_listener.h"
+
+namespace rdma_interop::transport::verbs {
+namespace {
+
+ConnectError error_of(ConnectError::Kind kind, std::string detail) {
+  ConnectError e;
+  e.kind = kind;
+  e.detail = std::move(detail);
+  return e;
+}
+
+// The URI's scheme and options; the error is an invalid-argument ConnectError.
+Expected<VerbsOptions, ConnectError> check_uri(const ProviderUri& where) {
+  if (where.scheme != "verbs") {
+    return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
+                               "the verbs provider cannot use '" + where.to_string() + "'"));
+  }
+  if (where.host.empty()) {
+    return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
+                               "a verbs URI needs an address or device: verbs://ADDRESS:PORT"));
+  }
+  auto options = parse_verbs_options(where.query);
+  if (!options) return unexpected(error_of(ConnectError::Kind::kInvalidArgument, options.error()));
+  return *options;
+}
+
+std::optional<ConnectError> check_policy(const cm::MpaPolicy& policy) {
+  const auto problems = cm::validate(policy);
+  if (problems.empty()) return std::nullopt;
+  std::string detail = "unusable MPA policy:";
+  for (const auto& p : problems) detail += " " + p + ";";
+  detail.pop_back();
+  return error_of(ConnectError::Kind::kInvalidArgument, std::move(detail));
+}
+
+class VerbsProvider final : public Provider {
+ public:
+  std::string_view scheme() const override { return "verbs"; }
+
+  Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
+                                                           const cm::MpaPolicy& policy,
+                                                           int backlog) override {
+    auto options = check_uri(where);
+    if (!options) return unexpected(options.error());
+    if (auto e = check_policy(policy)) return unexpected(std::move(*e));
+    if (backlog < 1) {
+      return unexpected(
+          error_of(ConnectError::Kind::kInvalidArgument, "backlog must be at least 1"));
+    }
+    auto address = resolve_verbs_host(where.host, where.port);
+    if (!address) {
+      return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
+                                 "cannot listen on " + where.to_string() + ": " + address.error()));
+    }
+    std::shared_ptr<VerbsListenerCore> core;
+    std::optional<ConnectError> error;
+    context_->loop().run([&] {
+      auto channel = context_->channel();
+      if (!channel) {
+        error = error_of(ConnectError::Kind::kUnreachable,
+                         "cannot listen on " + where.to_string() + ": " + channel.error());
+        return;
+      }
+      core = std::make_shared<VerbsListenerCore>(context_->loop(), **channel, policy, *options,
+                                                 backlog);
+      error = core->start(*address);
+    });
+    if (error) return unexpected(std::move(*error));
+    return std::unique_ptr<Listener>(std::make_unique<VerbsListener>(context_, std::move(core)));
+  }
+
+  Expected<std::unique_ptr<Connection>, ConnectError> connect(
+      const ProviderUri& where, const ConnectOptions& options) override {
+    auto verbs_options = check_uri(where);
+    if (!verbs_options) return unexpected(verbs_options.error());
+    if (auto e = check_policy(options.policy)) return unexpected(std::move(*e));
+    if (where.port == 0) {
+      return unexpected(
+          error_of(ConnectError::Kind::kInvalidArgument,
+                   "connect needs a port: verbs://ADDRESS:PORT (got '" + where.to_string() + "')"));
+    }
+    auto address = resolve_verbs_host(where.host, where.port);
+    if (!address) return unexpected(error_of(ConnectError::Kind::kUnreachable, address.error()));
+    auto result = std::make_shared<SetupRendezvous>();
+    context_->loop().post([context = context_.get(), peer = *address, options,
+                           verbs_options = *verbs_options, result] {
+      auto channel = context->channel();
+      if (!channel) {
+        result->set(
+            SetupResult{nullptr, error_of(ConnectError::Kind::kUnreachable, channel.error())});
+        return;
+      }
+      std::make_shared<Connector>(context->loop(), **channel, peer, options, verbs_options, result)
+          ->start();
+    });
+    // The connector's and the core's deadlines (options.timeout) guarantee an answer.
+    SetupResult r = result->take();
+    if (r.core)
+      return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(context_, r.core));
+    return unexpected(r.error.value_or(ConnectError{}));
+  }
+
+ private:
+  std::shared_ptr<VerbsContext> context_ = std::make_shared<VerbsContext>();
+};
+
+}  // namespace
+
+std::unique_ptr<Provider> make_verbs_provider() {
+  return std::make_unique<VerbsProvider>();
+}
+
+}  // namespace rdma_interop::transport::verbs
