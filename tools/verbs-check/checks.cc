@@ -1,0 +1,427 @@
+#include "tools/verbs-check/checks.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "core/transport/provider.h"
+#include "core/transport/verbs/cm_address.h"
+#include "tools/rdma-probe/test_pattern.h"
+#include "tools/verbs-check/message_link.h"
+
+namespace rdma_interop::verbs_check {
+namespace {
+
+using json = nlohmann::ordered_json;
+using probe::fill_pattern;
+using probe::find_pattern_mismatch;
+using probe::random_seed;
+using rdmap::WcStatus;
+using rdmap::WrOpcode;
+using transport::ConnectionState;
+using namespace std::chrono_literals;
+
+constexpr std::size_t kRegionSize = 64 * 1024;
+constexpr std::size_t kDataSize = ReceiveRing::kSlotSize;
+constexpr std::uint32_t kRemoteAccess =
+    rdmap::kLocalWrite | rdmap::kRemoteWrite | rdmap::kRemoteRead;
+// Same MR index, another key: an rkey no region has (one key per index at a time).
+constexpr std::uint32_t kKeyFlip = 0xff;
+
+void write_line(int fd, const std::string& line) {
+  const std::string text = line + "\n";
+  [[maybe_unused]] const auto n = ::write(fd, text.data(), text.size());
+}
+
+std::string uri_for(const Config& c, std::uint16_t port, bool rc_knobs) {
+  std::string host = c.address.find(':') != std::string::npos ? "[" + c.address + "]" : c.address;
+  std::string uri = "verbs://" + host + ":" + std::to_string(port);
+  if (rc_knobs) {
+    uri += "?ack_timeout=" + std::to_string(c.ack_timeout) +
+           "&retry_count=" + std::to_string(c.retry_count);
+  }
+  return uri;
+}
+
+std::vector<std::uint8_t> pattern_bytes(std::size_t n, std::uint64_t seed) {
+  std::vector<std::uint8_t> v(n);
+  fill_pattern(v, seed);
+  return v;
+}
+
+std::string mismatch_text(std::span<const std::uint8_t> bytes, std::uint64_t seed) {
+  if (auto at = find_pattern_mismatch(bytes, seed)) {
+    return "byte " + std::to_string(*at) + " of " + std::to_string(bytes.size()) +
+           " differs from pattern(" + std::to_string(seed) + ")";
+  }
+  return {};
+}
+
+// ---- Server -------------------------------------------------------------------------------
+
+// Answers the client's requests until it disconnects or `end`.
+void serve_requests(MessageLink& link, std::vector<std::uint8_t>& region, Clock::time_point end) {
+  std::string why;
+  while (Clock::now() < end) {
+    link.set_deadline(std::min(end, Clock::now() + 250ms));
+    auto text = link.receive_text(why);
+    if (!text) {
+      if (link.connection().state() != ConnectionState::kConnected) return;
+      continue;
+    }
+    link.set_deadline(end);
+    std::istringstream in(*text);
+    std::string op;
+    std::uint64_t seed = 0;
+    in >> op >> seed;
+    if (op == "verify-region") {
+      const auto bad = mismatch_text(region, seed);
+      link.send_text(bad.empty() ? "verdict ok" : "verdict " + bad, why);
+    } else if (op == "expect-data") {
+      auto data = link.receive(why);
+      std::string verdict = "verdict ok";
+      if (!data) {
+        verdict = "verdict no data message: " + why;
+      } else if (data->size() != kDataSize) {
+        verdict = "verdict data message of " + std::to_string(data->size()) + " octets, expected " +
+                  std::to_string(kDataSize);
+      } else if (auto bad = mismatch_text(*data, seed); !bad.empty()) {
+        verdict = "verdict " + bad;
+      }
+      link.send_text(verdict, why);
+    } else if (op == "bye") {
+      return;
+    }
+  }
+}
+
+// ---- Client helpers -------------------------------------------------------------------------
+
+std::string device_of(const std::string& address) {
+  auto resolved = transport::verbs::resolve_verbs_host(address, 0);
+  if (!resolved) return {};
+  return transport::verbs::device_of_address(resolved->get()).value_or("");
+}
+
+struct Region {
+  std::uint32_t stag = 0;
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  std::uint64_t seed_r = 0;
+  std::uint64_t seed_s = 0;
+};
+
+std::optional<Region> parse_region(const std::string& text) {
+  std::istringstream in(text);
+  std::string op;
+  Region r;
+  if (!(in >> op >> r.stag >> r.addr >> r.length >> r.seed_r >> r.seed_s) || op != "region") {
+    return std::nullopt;
+  }
+  return r;
+}
+
+// A check's verdict as it goes into the JSON line.
+struct Outcome {
+  bool ok = false;
+  std::string result = "fail";  // pass | fail | error
+  std::string got;              // the status or "verified"
+  std::string detail;
+  json extra = json::object();
+};
+
+Outcome error_outcome(std::string detail) {
+  Outcome o;
+  o.result = "error";
+  o.detail = std::move(detail);
+  return o;
+}
+
+Outcome status_outcome(const rdmap::WorkCompletion& wc, WcStatus expected, std::string detail) {
+  Outcome o;
+  o.got = std::string(rdmap::wc_status_name(wc.status));
+  o.ok = wc.status == expected;
+  o.result = o.ok ? "pass" : "fail";
+  o.detail = std::move(detail);
+  return o;
+}
+
+rdmap::SendWr read_wr(std::uint8_t* local, std::uint32_t length, std::uint32_t lkey,
+                      std::uint32_t rkey, std::uint64_t remote_addr) {
+  rdmap::SendWr wr;
+  wr.opcode = WrOpcode::kRdmaRead;
+  wr.sge = {reinterpret_cast<std::uint64_t>(local), length, lkey};
+  wr.remote_stag = rkey;
+  wr.remote_addr = remote_addr;
+  return wr;
+}
+
+// The check itself, on an established connection with the server's region known.
+// `local` (kRegionSize) must outlive the connection: the device may write it until then.
+Outcome run_check(const Config& config, std::string_view name, MessageLink& link,
+                  const Region& region, const std::vector<std::uint8_t>& server_data,
+                  int server_pid, bool iwarp, std::vector<std::uint8_t>& local) {
+  auto& c = link.connection();
+  std::string why;
+  const std::uint32_t lkey = c.register_memory(local.data(), local.size(), rdmap::kLocalWrite);
+  if (lkey == 0) return error_outcome("register_memory failed for the local buffer");
+
+  if (name == "send-recv") {
+    if (server_data.size() != kDataSize) {
+      return error_outcome("the server's data message has " + std::to_string(server_data.size()) +
+                           " octets, expected " + std::to_string(kDataSize));
+    }
+    if (auto bad = mismatch_text(server_data, region.seed_s); !bad.empty()) {
+      Outcome o;
+      o.got = "corrupted";
+      o.detail = "server to client: " + bad;
+      return o;
+    }
+    const std::uint64_t seed = random_seed();
+    if (!link.send_text("expect-data " + std::to_string(seed), why) ||
+        !link.send(pattern_bytes(kDataSize, seed), why)) {
+      return error_outcome("sending to the server: " + why);
+    }
+    auto verdict = link.receive_text(why);
+    if (!verdict) return error_outcome("no verdict from the server: " + why);
+    Outcome o;
+    o.ok = *verdict == "verdict ok";
+    o.result = o.ok ? "pass" : "fail";
+    o.got = o.ok ? "verified" : "corrupted";
+    o.detail = o.ok ? "4096 octets each way verified" : "client to server: " + verdict->substr(8);
+    return o;
+  }
+
+  if (name == "write") {
+    const std::uint64_t seed = random_seed();
+    fill_pattern(local, seed);
+    rdmap::SendWr wr;
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.sge = {reinterpret_cast<std::uint64_t>(local.data()),
+              static_cast<std::uint32_t>(kRegionSize), lkey};
+    wr.remote_stag = region.stag;
+    wr.remote_addr = region.addr;
+    auto wc = link.post_and_wait(wr, why);
+    if (!wc) return error_outcome("RDMA Write: " + why);
+    if (wc->status != WcStatus::kSuccess)
+      return status_outcome(*wc, WcStatus::kSuccess, "RDMA Write failed");
+    if (!link.send_text("verify-region " + std::to_string(seed), why)) {
+      return error_outcome("asking the server to verify: " + why);
+    }
+    auto verdict = link.receive_text(why);
+    if (!verdict) return error_outcome("no verdict from the server: " + why);
+    Outcome o;
+    o.ok = *verdict == "verdict ok";
+    o.result = o.ok ? "pass" : "fail";
+    o.got = o.ok ? "verified" : "corrupted";
+    o.detail = o.ok ? "65536 octets written and verified by the server" : verdict->substr(8);
+    return o;
+  }
+
+  if (name == "read") {
+    auto wc =
+        link.post_and_wait(read_wr(local.data(), kRegionSize, lkey, region.stag, region.addr), why);
+    if (!wc) return error_outcome("RDMA Read: " + why);
+    if (wc->status != WcStatus::kSuccess)
+      return status_outcome(*wc, WcStatus::kSuccess, "RDMA Read failed");
+    Outcome o;
+    const auto bad = mismatch_text(local, region.seed_r);
+    o.ok = bad.empty() && wc->byte_len == kRegionSize;
+    o.result = o.ok ? "pass" : "fail";
+    o.got = o.ok ? "verified" : "corrupted";
+    o.detail = o.ok ? "65536 octets read and verified"
+                    : (bad.empty() ? "byte_len " + std::to_string(wc->byte_len) : bad);
+    return o;
+  }
+
+  if (name == "bad-rkey-read") {
+    const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
+    auto wc = link.post_and_wait(read_wr(local.data(), 64, lkey, bad_rkey, region.addr), why);
+    if (!wc) return error_outcome("RDMA Read with a bad rkey: " + why);
+    auto o = status_outcome(*wc, WcStatus::kRemoteAccessError,
+                            "64-octet Read with rkey " + std::to_string(bad_rkey) +
+                                " (valid: " + std::to_string(region.stag) + ")");
+    if (!o.ok && wc->status == WcStatus::kFlushed) {
+      o.detail +=
+          "; the Read was flushed instead: the peer's Terminate (iWARP) moved the queue "
+          "pair to error without reporting the access error in the completion";
+    }
+    o.extra["connection"] = c.error_detail();
+    return o;
+  }
+
+  if (name == "zero-length-read") {
+    const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
+    auto wc = link.post_and_wait(read_wr(local.data(), 0, lkey, bad_rkey, region.addr), why);
+    if (!wc) return error_outcome("zero-length RDMA Read: " + why);
+    auto o = status_outcome(*wc, WcStatus::kSuccess,
+                            "0-octet Read with bad rkey " + std::to_string(bad_rkey));
+    if (!o.ok) return o;
+    // The QP must still be usable: a zero-length Read cannot have hurt it.
+    auto good = link.post_and_wait(read_wr(local.data(), 64, lkey, region.stag, region.addr), why);
+    if (!good || good->status != WcStatus::kSuccess) {
+      o.ok = false;
+      o.result = "fail";
+      o.detail += "; but the good 64-octet Read after it " +
+                  (good ? "completed with " + std::string(rdmap::wc_status_name(good->status))
+                        : "failed: " + why);
+      return o;
+    }
+    o.detail += "; a good 64-octet Read after it succeeded too";
+    return o;
+  }
+
+  if (name == "dead-peer-read") {
+    ::kill(server_pid, SIGKILL);
+    int status = 0;
+    ::waitpid(server_pid, &status, 0);  // its kernel objects are gone once it is reaped
+    const auto dead_at = Clock::now();
+    const auto state_before = c.state();
+    const std::string detail_before = c.error_detail();
+    // (retry_count + 1) ACK timeouts, four times over, but at least 5 s.
+    const double retry_ms =
+        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
+    link.set_deadline(dead_at +
+                      std::max(5000ms, std::chrono::milliseconds(static_cast<long>(4 * retry_ms))));
+    // iWARP has no transport retry counter: the dead process's kernel closes its TCP
+    // connection, our QP goes to ERROR with it, and the Read must complete flushed.
+    const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
+    auto wc = link.post_and_wait(read_wr(local.data(), 64, lkey, region.stag, region.addr), why);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - dead_at).count();
+    if (!wc) {
+      Outcome o;
+      o.got = "no_completion";
+      o.detail = "Read to the dead peer, posted " +
+                 std::string(state_before == ConnectionState::kConnected
+                                 ? "before the CM reported the disconnect"
+                                 : "after: " + detail_before) +
+                 ": " + why +
+                 (iwarp ? "; a request posted to a queue pair in ERROR must complete "
+                          "flushed, this device neither ran nor flushed it"
+                        : "");
+      return o;
+    }
+    auto o = status_outcome(
+        *wc, expected,
+        "Read posted " +
+            std::string(state_before == ConnectionState::kConnected ? "while still connected"
+                                                                    : "after: " + detail_before) +
+            "; completed " + std::to_string(static_cast<long>(ms)) + " ms after the peer died");
+    o.extra["completion_ms"] = static_cast<long>(ms);
+    o.extra["connection"] = c.error_detail();
+    return o;
+  }
+  return error_outcome("unknown check");
+}
+
+}  // namespace
+
+int run_server(const Config& config, std::uint16_t port, int report_fd) {
+  auto provider = transport::open_provider("verbs");
+  if (!provider) {
+    write_line(report_fd, "error " + provider.error());
+    return 2;
+  }
+  auto where = transport::parse_provider_uri(uri_for(config, port, false));
+  if (!where) {
+    write_line(report_fd, "error " + where.error());
+    return 2;
+  }
+  auto listener = (*provider)->listen(*where, cm::MpaPolicy{}, 1);
+  if (!listener) {
+    write_line(report_fd, "error " + transport::to_string(listener.error()));
+    return 2;
+  }
+  write_line(report_fd, "ready " + (*listener)->local_address());
+  const auto end = Clock::now() + config.timeout;
+  auto pending = (*listener)->next_request(config.timeout);
+  if (!pending) return 2;
+  ReceiveRing ring;  // before the connection, after it in destruction order
+  std::vector<std::uint8_t> region(kRegionSize, 0);
+  const std::uint64_t seed_r = random_seed();
+  const std::uint64_t seed_s = random_seed();
+  fill_pattern(region, seed_r);
+  auto accepted = pending->accept({}, ring.caps());
+  if (!accepted) return 2;
+  auto& connection = **accepted;
+  {
+    MessageLink link(connection, ring, end);
+    std::string why;
+    if (!link.open(why)) return 2;
+    const std::uint32_t stag =
+        connection.register_memory(region.data(), region.size(), kRemoteAccess);
+    if (stag == 0) return 2;
+    const std::string announce = "region " + std::to_string(stag) + " " +
+                                 std::to_string(reinterpret_cast<std::uint64_t>(region.data())) +
+                                 " " + std::to_string(region.size()) + " " +
+                                 std::to_string(seed_r) + " " + std::to_string(seed_s);
+    if (!link.send_text(announce, why) || !link.send(pattern_bytes(kDataSize, seed_s), why)) {
+      return 1;
+    }
+    serve_requests(link, region, end);
+  }
+  if (connection.state() == ConnectionState::kConnected) connection.disconnect(1000ms);
+  return 0;
+}
+
+json run_client(const Config& config, std::string_view name, std::uint16_t port, int server_pid) {
+  json out = json::object();
+  auto finish = [&](const Outcome& o) {
+    out["ok"] = o.ok;
+    out["result"] = o.result;
+    out["got"] = o.got.empty() ? json(nullptr) : json(o.got);
+    out["detail"] = o.detail;
+    for (auto& [k, v] : o.extra.items()) out[k] = v;
+    return out;
+  };
+  auto provider = transport::open_provider("verbs");
+  if (!provider) return finish(error_outcome(provider.error()));
+  const bool knobs = name == "dead-peer-read";
+  const std::string uri_text = uri_for(config, port, knobs);
+  out["uri"] = uri_text;
+  auto where = transport::parse_provider_uri(uri_text);
+  if (!where) return finish(error_outcome(where.error()));
+
+  ReceiveRing ring;  // these two outlive the connection
+  std::vector<std::uint8_t> local(kRegionSize, 0);
+  transport::ConnectOptions options;
+  options.caps = ring.caps();
+  options.timeout = std::min<std::chrono::milliseconds>(config.timeout, 10000ms);
+  const auto end = Clock::now() + config.timeout;
+  auto connected = (*provider)->connect(*where, options);
+  if (!connected)
+    return finish(error_outcome("connect: " + transport::to_string(connected.error())));
+  auto& connection = **connected;
+  const auto device = device_of(config.address);
+  const bool iwarp = transport::verbs::rdma_device_transport(device) == "iwarp";
+  if (iwarp && name == "dead-peer-read") out["expected"] = "flushed";
+  out["negotiated"] =
+      json{{"ird", connection.info().params.ird}, {"ord", connection.info().params.ord}};
+  Outcome outcome;
+  {
+    MessageLink link(connection, ring, end);
+    std::string why;
+    if (!link.open(why)) return finish(error_outcome(why));
+    auto announce = link.receive_text(why);
+    if (!announce) return finish(error_outcome("no region message from the server: " + why));
+    auto region = parse_region(*announce);
+    if (!region) return finish(error_outcome("not a region message: " + announce->substr(0, 80)));
+    auto data = link.receive(why);
+    if (!data) return finish(error_outcome("no data message from the server: " + why));
+    outcome = run_check(config, name, link, *region, *data, server_pid, iwarp, local);
+    if (connection.state() == ConnectionState::kConnected && name != "dead-peer-read") {
+      link.set_deadline(Clock::now() + 500ms);
+      link.send_text("bye", why);
+    }
+  }
+  if (connection.state() == ConnectionState::kConnected) connection.disconnect(1000ms);
+  return finish(outcome);
+}
+
+}  // namespace rdma_interop::verbs_check

@@ -1,0 +1,72 @@
+// checks.h - the RC checks verbs-check runs, each between a client (this process) and a
+// server (a forked child) through rdma-interop's verbs provider on one rdma_cm address.
+//
+// The server listens, accepts, registers a 64 KiB region R filled with pattern(seed_r)
+// (remote read and write) and Sends "region STAG ADDR LEN SEED_R SEED_S" followed by 4 KiB of
+// pattern(seed_s); then it answers the client's requests ("expect-data SEED" + 4 KiB,
+// "verify-region SEED") with "verdict ok" or "verdict <what differs>" until the client
+// disconnects. Each check then does one thing:
+//
+//   send-recv         both Sends verified byte by byte, one each way
+//   write             RDMA Write of 64 KiB into R; the server verifies it
+//   read              RDMA Read of R (64 KiB), verified
+//   bad-rkey-read     RDMA Read of 64 octets with R's rkey, key byte flipped:
+//                     completes with remote_access_error (IB: the responder NAKs an R_Key
+//                     violation; iWARP, RFC 5040 s7: a Terminate for the invalid STag)
+//   zero-length-read  RDMA Read of 0 octets with that bad rkey: not rkey-checked (IB spec
+//                     C9-88, "a zero-length RDMA Read ... R_Key is not validated"), so it
+//                     succeeds, and the connection still serves a good 64-octet Read after
+//   dead-peer-read    the server process is SIGKILLed after setup; a Read to R then ends in
+//                     retry_exceeded after retry_count retries of the ACK timeout (the
+//                     client's URI carries ?ack_timeout=N&retry_count=N). On iWARP there is
+//                     no such counter (TCP is the LLP): the dead process's kernel closes the
+//                     TCP connection, the QP goes to ERROR, and the Read must complete flushed
+//                     ("expected" says which applies).
+//
+// Everything goes through the provider API. Nothing here uses raw verbs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rdma_interop::verbs_check {
+
+struct CheckInfo {
+  std::string_view name;
+  std::string_view summary;   // one line, for --help and --list
+  std::string_view expected;  // the WcStatus name (or "verified") the check expects
+};
+inline constexpr CheckInfo kChecks[] = {
+    {"send-recv", "a 4 KiB Send each way, every byte verified", "verified"},
+    {"write", "RDMA Write of 64 KiB into the server's region, verified by the server", "verified"},
+    {"read", "RDMA Read of the server's 64 KiB region, verified", "verified"},
+    {"bad-rkey-read", "RDMA Read (64 octets) with a bad rkey completes with remote_access_error",
+     "remote_access_error"},
+    {"zero-length-read", "zero-length RDMA Read with a bad rkey is not rkey-checked (IB C9-88)",
+     "success"},
+    {"dead-peer-read", "RDMA Read to a SIGKILLed peer ends in retry_exceeded", "retry_exceeded"},
+};
+
+struct Config {
+  std::string address;  // rdma_cm address of an RDMA device ("10.0.2.15")
+  std::uint16_t port = 7471;
+  std::chrono::milliseconds timeout{15000};  // per check
+  unsigned ack_timeout = 16;                 // dead-peer-read: 4.096 us * 2^16 = 268 ms
+  unsigned retry_count = 2;
+};
+
+// Runs the server half in this (forked) process. Writes "ready ADDRESS\n" or
+// "error DETAIL\n" to `report_fd` once listening; returns the process exit status.
+int run_server(const Config& config, std::uint16_t port, int report_fd);
+
+// Runs check `name` as the client against a server on `port` whose pid is `server_pid` and
+// whose "ready" line was already read. Returns the check's JSON result (without the common
+// fields run_check adds).
+nlohmann::ordered_json run_client(const Config& config, std::string_view name, std::uint16_t port,
+                                  int server_pid);
+
+}  // namespace rdma_interop::verbs_check

@@ -1,0 +1,165 @@
+#include "tools/verbs-check/isolated_run.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "core/transport/verbs/cm_address.h"
+
+namespace rdma_interop::verbs_check {
+namespace {
+
+using json = nlohmann::ordered_json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kServerStartWait = 10s;
+constexpr auto kServerExitWait = 3s;
+constexpr auto kRunnerMargin = 15s;  // beyond the check's own timeout
+
+// Reads from `fd` until EOF, a newline (when `one_line`) or `deadline`.
+std::string read_until(int fd, Clock::time_point deadline, bool one_line, bool& timed_out) {
+  std::string out;
+  timed_out = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left <= 0ms) {
+      timed_out = true;
+      return out;
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buffer[4096];
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return out;
+    out.append(buffer, static_cast<std::size_t>(got));
+    if (one_line && out.find('\n') != std::string::npos) return out.substr(0, out.find('\n'));
+  }
+}
+
+// Waits for `pid` up to `wait`; kills it if it is still there. Returns its wait status
+// description ("exit 0", "signal 9", "killed after 3 s").
+std::string reap(pid_t pid, std::chrono::milliseconds wait) {
+  const auto deadline = Clock::now() + wait;
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0) return "gone";
+    if (Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return "killed after " + std::to_string(wait.count()) + " ms";
+    }
+    ::usleep(20000);
+  }
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+json error_json(std::string detail) {
+  return json{{"ok", false}, {"result", "error"}, {"got", nullptr}, {"detail", std::move(detail)}};
+}
+
+// The runner: forks the server first, then plays the client.
+json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0) return error_json("pipe2 failed");
+  const pid_t server = ::fork();
+  if (server < 0) return error_json("fork failed");
+  if (server == 0) {
+    ::close(ready[0]);
+    ::_exit(run_server(config, port, ready[1]));
+  }
+  ::close(ready[1]);
+  bool timed_out = false;
+  const std::string line =
+      read_until(ready[0], Clock::now() + kServerStartWait, /*one_line=*/true, timed_out);
+  ::close(ready[0]);
+  json out;
+  if (line.rfind("ready ", 0) != 0) {
+    const std::string why = line.rfind("error ", 0) == 0 ? line.substr(6)
+                            : timed_out                  ? "no answer in time"
+                                                         : "it exited";
+    out = error_json("the server could not listen: " + why);
+    out["server"] = reap(server, 0ms);
+  } else {
+    out = run_client(config, check.name, port, server);
+    out["server"] =
+        check.name == "dead-peer-read" ? "killed by the check" : reap(server, kServerExitWait);
+  }
+  // Which device and transport the address belongs to, for the report.
+  if (auto address = transport::verbs::resolve_verbs_host(config.address, 0)) {
+    if (auto device = transport::verbs::device_of_address(address->get())) {
+      out["device"] = *device;
+      out["transport"] = transport::verbs::rdma_device_transport(*device);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+json run_isolated(const Config& config, const CheckInfo& check, std::uint16_t port) {
+  const auto start = Clock::now();
+  json result{{"check", check.name},        {"ok", false},    {"result", "error"},
+              {"expected", check.expected}, {"got", nullptr}, {"detail", ""},
+              {"address", config.address},  {"port", port}};
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) {
+    result["detail"] = "pipe2 failed";
+    return result;
+  }
+  std::fflush(nullptr);  // nothing buffered may be written twice by a child
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    result["detail"] = "fork failed";
+    return result;
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::close(pipefd[0]);
+    const std::string text = runner(config, check, port).dump() + "\n";
+    [[maybe_unused]] const auto n = ::write(pipefd[1], text.data(), text.size());
+    ::_exit(0);
+  }
+  ::setpgid(pid, pid);  // also here: whichever runs first, the group exists before a kill
+  ::close(pipefd[1]);
+  bool timed_out = false;
+  const auto limit =
+      config.timeout + std::chrono::duration_cast<std::chrono::milliseconds>(kRunnerMargin);
+  const std::string text = read_until(pipefd[0], start + limit, /*one_line=*/false, timed_out);
+  ::close(pipefd[0]);
+  if (timed_out) {
+    ::kill(-pid, SIGKILL);  // the runner and its server: our own process group
+    ::waitpid(pid, nullptr, 0);
+    result["detail"] =
+        "the check did not finish within " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
+        " s; its processes were killed";
+  } else {
+    const std::string how = reap(pid, 5000ms);
+    json line = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (line.is_discarded() || !line.is_object()) {
+      result["detail"] = "the check's process ended (" + how + ") without a result";
+    } else {
+      for (auto& [k, v] : line.items()) result[k] = v;  // may refine "expected" (transport)
+    }
+  }
+  result["elapsed_ms"] = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace rdma_interop::verbs_check
