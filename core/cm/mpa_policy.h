@@ -63,7 +63,9 @@ struct MpaPolicy {
   std::uint16_t ord = 16;
   bool strict_ird_ord = false;
   std::size_t private_data_limit = wire::kMpaMaxPrivateDataRfc;
-  bool reject_reserved_bits = true;
+  // RFC 5044 s7.1: Res is zero when sending and not checked on reception; a strict receiver
+  // (the "strict" personality) rejects it. Kernel siw accepts, and echoes it (a finding).
+  bool reject_reserved_bits = false;
   // Initiator: after a reset (or a revision-1 Reply) to a revision-2 Request, retry the
   // connection in revision 1 (cxgb4) instead of failing (siw).
   bool fallback_to_revision1 = false;

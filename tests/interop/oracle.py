@@ -100,7 +100,7 @@ class Policy:
     ord: int = 16
     strict_ird_ord: bool = False
     private_data_limit: int = 512
-    reject_reserved_bits: bool = True
+    reject_reserved_bits: bool = False
     fallback_to_revision1: bool = False
     on_newer_revision: Literal["reply", "reset"] = "reply"
     send_rtr: bool = True
