@@ -59,7 +59,7 @@ could not run: no device, connection refused...); "ok" is true only for pass.
 
 constexpr const char* kFooter = R"(
 EXAMPLES
-  verbs-check --address 10.0.2.15 --port 7000                  (all checks, siw0 in the guest)
+  verbs-check --address 10.0.2.15 --port 7100                  (all checks, siw0 in the guest)
   verbs-check --address 10.9.0.1 --check dead-peer-read --json (rxe0)
   verbs-check --address 10.9.0.1 --check bad-rkey-read --check zero-length-read
   verbs-check --list
