@@ -161,6 +161,7 @@ void bind_policy(py::module_& m) {
   auto request_timeout = millis(&MpaPolicy::request_timeout);
   auto reply_timeout = millis(&MpaPolicy::reply_timeout);
   auto rtr_timeout = millis(&MpaPolicy::rtr_timeout);
+  auto first_fpdu_delay = millis(&MpaPolicy::first_fpdu_delay);
 
   py::class_<MpaPolicy>(m, "MpaPolicy")
       .def(py::init<>())
@@ -182,6 +183,7 @@ void bind_policy(py::module_& m) {
       .def_property("request_timeout_ms", request_timeout.first, request_timeout.second)
       .def_property("reply_timeout_ms", reply_timeout.first, reply_timeout.second)
       .def_property("rtr_timeout_ms", rtr_timeout.first, rtr_timeout.second)
+      .def_property("first_fpdu_delay_ms", first_fpdu_delay.first, first_fpdu_delay.second)
       .def(py::self == py::self)
       .def("__repr__", [](const MpaPolicy& p) { return cm::to_json(p).dump(); });
   m.def("validate_policy", &cm::validate, py::arg("policy"),

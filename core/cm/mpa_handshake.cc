@@ -235,6 +235,17 @@ void MpaHandshake::on_reply(const wire::MpaFrame& reply, TimePoint now) {
     return;
   }
   start_fpdu_phase(*verdict.params);
+  if (policy_.first_fpdu_delay.count() > 0) {
+    // Octets the responder sends meanwhile (it should not: it waits for our first FPDU)
+    // stay in in_ for the data path.
+    state_ = State::kSettleAfterReply;
+    deadline_ = now + policy_.first_fpdu_delay;
+    return;
+  }
+  after_reply(now);
+}
+
+void MpaHandshake::after_reply(TimePoint now) {
   if (!params_.peer_to_peer || !policy_.send_rtr) {
     establish();
     return;
@@ -253,7 +264,7 @@ void MpaHandshake::on_reply(const wire::MpaFrame& reply, TimePoint now) {
       // belongs to the handshake, not to the application's reads.
       sequence_.next_read_msn_tx = 2;
       state_ = State::kAwaitReadRtrResponse;
-      deadline_ = now + policy_.reply_timeout;
+      deadline_ = now + policy_.rtr_timeout;
       on_fpdu_bytes(now);
       break;
   }
@@ -358,15 +369,22 @@ void MpaHandshake::on_ulpdu(std::span<const std::uint8_t> ulpdu, TimePoint now) 
 void MpaHandshake::on_timer(TimePoint now) {
   if (now < deadline_) return;
   switch (state_) {
+    case State::kSettleAfterReply:
+      after_reply(now);
+      break;
     case State::kAwaitRequest:
       fail(CmFailure::kRequestTimeout, "no MPA Request within " +
                                            std::to_string(policy_.request_timeout.count()) +
                                            " ms");
       break;
     case State::kAwaitReply:
-    case State::kAwaitReadRtrResponse:
       fail(CmFailure::kReplyTimeout,
            "no MPA Reply within " + std::to_string(policy_.reply_timeout.count()) + " ms");
+      break;
+    case State::kAwaitReadRtrResponse:
+      fail(CmFailure::kRtrTimeout,
+           "no zero-length Read Response to our Read RTR within " +
+               std::to_string(policy_.rtr_timeout.count()) + " ms");
       break;
     case State::kAwaitRtr:
       fail(CmFailure::kRtrTimeout,
@@ -419,6 +437,7 @@ std::optional<TimePoint> MpaHandshake::next_deadline() const {
   switch (state_) {
     case State::kAwaitRequest:
     case State::kAwaitReply:
+    case State::kSettleAfterReply:
     case State::kAwaitRtr:
     case State::kAwaitReadRtrResponse:
       return deadline_;

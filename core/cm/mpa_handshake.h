@@ -3,7 +3,7 @@
 // RFC 5044 s7.1 (Request/Reply), RFC 6581 (revision 2: IRD/ORD, peer-to-peer RTR). The
 // handshake owns the connection from the first octet until it is established or failed:
 //
-//   initiator: send Request -> Reply -> [send RTR] -> established
+//   initiator: send Request -> Reply -> [first_fpdu_delay] -> [send RTR] -> established
 //   responder: Request -> application accept()/reject() -> send Reply -> [RTR] -> established
 //
 // Drive it with the octets the peer sent, the time, and peer closes; take from it the octets
@@ -122,6 +122,7 @@ class MpaHandshake {
     kAwaitRequest,     // responder
     kAwaitDecision,    // responder: application decides
     kAwaitReply,       // initiator
+    kSettleAfterReply, // initiator: the Reply is in; first_fpdu_delay before the first FPDU
     kAwaitRtr,         // responder, peer-to-peer
     kAwaitReadRtrResponse,  // initiator sent a Read RTR; its zero-length Response follows
     kEstablished,
@@ -132,6 +133,7 @@ class MpaHandshake {
   void on_frame(const wire::MpaFrame& frame, TimePoint now);
   void on_request(const wire::MpaFrame& request, TimePoint now);
   void on_reply(const wire::MpaFrame& reply, TimePoint now);
+  void after_reply(TimePoint now);
   void on_fpdu_bytes(TimePoint now);
   void on_ulpdu(std::span<const std::uint8_t> ulpdu, TimePoint now);
   void start_fpdu_phase(const NegotiatedParams& params);

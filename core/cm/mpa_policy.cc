@@ -48,6 +48,9 @@ std::vector<std::string> validate(const MpaPolicy& p) {
       p.rtr_timeout.count() <= 0) {
     problems.push_back("timeouts must be positive");
   }
+  if (p.first_fpdu_delay.count() < 0 || p.first_fpdu_delay >= p.reply_timeout) {
+    problems.push_back("first_fpdu_delay must be at least 0 and below the reply timeout");
+  }
   return problems;
 }
 

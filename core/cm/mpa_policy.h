@@ -76,6 +76,13 @@ struct MpaPolicy {
   std::chrono::milliseconds request_timeout{5000};
   std::chrono::milliseconds reply_timeout{10000};
   std::chrono::milliseconds rtr_timeout{5000};
+  // Initiator: after a valid Reply, wait this long before the first FPDU (the RTR; without
+  // peer-to-peer, before reporting established, so the application's first message waits
+  // too). 0 = none. Kernel siw sends its Reply and only then hands the socket to its QP
+  // (siw_cm.c siw_accept()); an FPDU landing in between sits unread until the next segment
+  // arrives, which an application waiting for an answer never sends. Tens of milliseconds
+  // close that window on real hosts; a TCG guest on a busy host wants more.
+  std::chrono::milliseconds first_fpdu_delay{0};
 
   friend bool operator==(const MpaPolicy&, const MpaPolicy&) = default;
 };

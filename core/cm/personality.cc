@@ -66,7 +66,8 @@ constexpr std::string_view kMpaKeys[] = {"revision",
                                          "send_rtr",
                                          "request_timeout_ms",
                                          "reply_timeout_ms",
-                                         "rtr_timeout_ms"};
+                                         "rtr_timeout_ms",
+                                         "first_fpdu_delay_ms"};
 
 // One hour: longer than any handshake wait makes sense, short enough to catch a unit slip
 // (seconds written where milliseconds belong the other way round are caught by review).
@@ -167,6 +168,8 @@ class MpaReader {
     if (auto e = timeout("request_timeout_ms", p.request_timeout)) return e;
     if (auto e = timeout("reply_timeout_ms", p.reply_timeout)) return e;
     if (auto e = timeout("rtr_timeout_ms", p.rtr_timeout)) return e;
+    if (auto e = integer("first_fpdu_delay_ms", 0, kMaxTimeoutMs, n)) return e;
+    if (mpa_.contains("first_fpdu_delay_ms")) p.first_fpdu_delay = std::chrono::milliseconds(n);
     return std::nullopt;
   }
 
@@ -522,6 +525,7 @@ nlohmann::ordered_json to_json(const MpaPolicy& p) {
       {"request_timeout_ms", p.request_timeout.count()},
       {"reply_timeout_ms", p.reply_timeout.count()},
       {"rtr_timeout_ms", p.rtr_timeout.count()},
+      {"first_fpdu_delay_ms", p.first_fpdu_delay.count()},
   };
 }
 

@@ -17,11 +17,12 @@
 //       "ird": 16, "ord": 16,                 0 .. 0x3fff (RFC 6581 s3: 14 bits)
 //       "strict_ird_ord": false,
 //       "private_data_limit": 256,            0 .. 512 (RFC 5044 s7.1)
-//       "reject_reserved_bits": true,
+//       "reject_reserved_bits": false,
 //       "fallback_to_revision1": false,
 //       "on_newer_revision": "reply",         reply | reset
 //       "send_rtr": true,
-//       "request_timeout_ms": 5000, "reply_timeout_ms": 10000, "rtr_timeout_ms": 5000
+//       "request_timeout_ms": 5000, "reply_timeout_ms": 10000, "rtr_timeout_ms": 5000,
+//       "first_fpdu_delay_ms": 0              initiator: wait after the Reply (kernel siw)
 //     },
 //     "private_data": "siw"                   UTF-8 text, at most private_data_limit octets
 //   }

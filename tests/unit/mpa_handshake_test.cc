@@ -138,6 +138,63 @@ TEST(MpaHandshake, ResponderReportsEstablishedOnlyWhenTheRtrArrives) {
   EXPECT_EQ(failed->failure, CmFailure::kRtrTimeout);
 }
 
+TEST(MpaHandshake, FirstFpduDelayHoldsTheRtrAndEstablishmentAfterTheReply) {
+  for (const bool peer_to_peer : {true, false}) {
+    SCOPED_TRACE(peer_to_peer ? "peer-to-peer, Write RTR" : "no peer-to-peer");
+    MpaPolicy initiator = peer_to_peer ? p2p({.write = true}) : siw();
+    initiator.first_fpdu_delay = milliseconds(40);
+    Pair pair(initiator, siw());
+    pair.pump();
+    // The Reply is in, but nothing has gone out behind it yet.
+    EXPECT_FALSE(pair.init.hs.established());
+    EXPECT_EQ(pair.init.last(CmEventType::kEstablished), nullptr);
+    ASSERT_TRUE(pair.init.hs.next_deadline().has_value());
+    const TimePoint due = *pair.init.hs.next_deadline();
+    EXPECT_EQ(due, pair.now + milliseconds(40));
+    pair.init.hs.on_timer(due - milliseconds(1));
+    EXPECT_TRUE(pair.init.hs.take_output().empty());
+    EXPECT_FALSE(pair.init.hs.established());
+
+    pair.now = due;
+    pair.init.hs.on_timer(due);
+    pair.init.drain();
+    EXPECT_TRUE(pair.init.hs.established());
+    EXPECT_NE(pair.init.last(CmEventType::kEstablished), nullptr);
+    pair.pump();  // the RTR, if any, reaches the responder now
+    EXPECT_TRUE(pair.resp.hs.established());
+    EXPECT_EQ(pair.init.hs.take_handover().params.peer_to_peer, peer_to_peer);
+  }
+}
+
+TEST(MpaHandshake, FirstFpduDelayMustBeShorterThanTheReplyTimeout) {
+  MpaPolicy p;
+  p.first_fpdu_delay = p.reply_timeout;
+  EXPECT_EQ(validate(p).size(), 1u);
+  p.first_fpdu_delay = milliseconds(50);
+  EXPECT_TRUE(validate(p).empty());
+}
+
+TEST(MpaHandshake, MissingReadResponseToTheReadRtrIsAnRtrTimeout) {
+  MpaPolicy initiator = p2p({.read = true});
+  initiator.rtr_timeout = milliseconds(300);
+  Side init{MpaHandshake::initiator(initiator, {}, Clock::now()), {}};
+  Side resp{MpaHandshake::responder(siw(), Clock::now()), {}};
+  const TimePoint now = Clock::now();
+  resp.hs.on_bytes(init.hs.take_output(), now);
+  resp.drain();
+  resp.hs.accept({}, now);
+  init.hs.on_bytes(resp.hs.take_output(), now);  // the Reply; the Read RTR goes out...
+  EXPECT_FALSE(init.hs.take_output().empty());   // ...and its Response never comes back
+  ASSERT_TRUE(init.hs.next_deadline().has_value());
+  EXPECT_EQ(*init.hs.next_deadline(), now + milliseconds(300));
+  init.hs.on_timer(*init.hs.next_deadline());
+  init.drain();
+  const CmEvent* failed = init.last(CmEventType::kFailed);
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->failure, CmFailure::kRtrTimeout);
+  EXPECT_NE(failed->detail.find("Read RTR"), std::string::npos);
+}
+
 TEST(MpaHandshake, ResponderPicksRtrByPreferenceFromTheIntersection) {
   MpaPolicy cxgb4 = p2p({.send = true, .write = true, .read = true});
   cxgb4.rtr_preference = {RtrType::kRead};

@@ -29,6 +29,7 @@ struct ConnectOptions {
   std::string uri;
   PersonalityChoice personality;
   double timeout_s = 15.0;
+  std::optional<int> first_fpdu_delay_ms;  // overrides the personality's
   bool json = false;
 };
 

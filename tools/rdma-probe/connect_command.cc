@@ -102,6 +102,9 @@ int run_connect(const ConnectOptions& options) {
   transport::ConnectOptions connect_options;
   connect_options.caps = memory.caps();
   connect_options.policy = personality->mpa;
+  if (options.first_fpdu_delay_ms) {
+    connect_options.policy.first_fpdu_delay = std::chrono::milliseconds(*options.first_fpdu_delay_ms);
+  }
   connect_options.private_data = personality->private_data;
   connect_options.timeout = timeout;
   auto connected = (*provider)->connect(*uri, connect_options);

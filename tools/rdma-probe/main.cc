@@ -226,6 +226,15 @@ int main(int argc, char** argv) {
                         "disconnect (default 15)"))
       ->type_name("SECONDS")
       ->check(CLI::Range(0.001, 3600.0));
+  connect_cmd
+      ->add_option("--first-fpdu-delay", connect.first_fpdu_delay_ms,
+                   wrap("Milliseconds to wait after the MPA Reply before the first FPDU (the "
+                        "RTR, or the first message without peer-to-peer); overrides the "
+                        "personality's first_fpdu_delay_ms. Kernel siw as responder ignores an "
+                        "FPDU that arrives while it hands the socket to its QP: 50 covers that "
+                        "window on real hosts"))
+      ->type_name("MS")
+      ->check(CLI::Range(0, 60000));
   connect_cmd->add_flag("--json", connect.json,
                         wrap("Print one JSON report (schema rdma-interop/connect/1) instead of the "
                              "summary"));

@@ -237,6 +237,9 @@ class MpaPolicy:
     request_timeout_ms: int = 5000
     reply_timeout_ms: int = 10000
     rtr_timeout_ms: int = 5000
+    #: Initiator: wait this long after the Reply before the first FPDU (see mpa_policy.h:
+    #: kernel siw ignores an FPDU landing while it hands its socket to the QP).
+    first_fpdu_delay_ms: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "crc", Crc(self.crc))
@@ -281,6 +284,7 @@ class MpaPolicy:
         core.request_timeout_ms = self.request_timeout_ms
         core.reply_timeout_ms = self.reply_timeout_ms
         core.rtr_timeout_ms = self.rtr_timeout_ms
+        core.first_fpdu_delay_ms = self.first_fpdu_delay_ms
         return core
 
     @classmethod
@@ -307,6 +311,7 @@ class MpaPolicy:
             request_timeout_ms=core.request_timeout_ms,
             reply_timeout_ms=core.reply_timeout_ms,
             rtr_timeout_ms=core.rtr_timeout_ms,
+            first_fpdu_delay_ms=core.first_fpdu_delay_ms,
         )
 
 
