@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,3 +102,26 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int,
     terminalreporter.write_sep("=", "kernel interop matrix")  # type: ignore[attr-defined]
     terminalreporter.write(m.render_table())  # type: ignore[attr-defined]
     terminalreporter.write_line(f"written to {results_dir()}/matrix.json")  # type: ignore[attr-defined]
+
+
+# ---- shared by test_siw_rping, test_siw_verbs, test_rxe_semantics ----------------------
+
+
+def peer_crash_notes(guest: Guest, mark: int, grace_s: float = 0.5) -> list[str]:
+    """'peer crashed' notes for every kernel crash report on the console since `mark` (its
+    title, where it happened and the call trace's functions), after `grace_s` for a report
+    still being printed. Reboots the guest when there was one, for the next case."""
+    time.sleep(grace_s)
+    crashes = guest.crashes_since(mark)
+    notes = []
+    for crash in crashes:
+        lines = [ln.split("] ", 1)[-1].strip() for ln in crash.trace.splitlines()]
+        where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
+        # Frames marked "?" are stale stack words, not calls.
+        calls = [ln.split("+")[0] for ln in lines
+                 if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
+        notes.append(f"peer crashed: {crash.title} [{'; '.join(where)}; call trace: "
+                     f"{' <- '.join(calls)}]")
+    if crashes:
+        guest.restart()
+    return notes

@@ -34,6 +34,11 @@ GUEST_SIW_ADDRESS = "10.0.2.15"
 GUEST_RXE_ADDRESSES = ("10.9.0.1", "10.9.0.2")
 #: What a guest client dials to reach a host listener on 127.0.0.1.
 HOST_FROM_GUEST = "10.0.2.2"
+#: MpaPolicy.first_fpdu_delay_ms (rdma-probe connect --first-fpdu-delay) for our initiator
+#: against the guest's siw responder: siw hands its socket to the QP only after sending its
+#: MPA Reply, and an FPDU landing in between sits unread (core/cm/mpa_policy.h). 50 ms is
+#: plenty on real hosts; a TCG guest on a busy 2-core host wants more.
+SIW_FIRST_FPDU_DELAY_MS = 200
 
 READY_MARK = "RDMA-GUEST-READY"
 FAILED_MARK = "RDMA-GUEST-FAILED"

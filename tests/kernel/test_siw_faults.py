@@ -43,7 +43,6 @@ from fault_client import (
     RPING_SIZE,
     FaultClient,
     FaultClientError,
-    Observation,
     ReadRequestSeen,
     RequestOptions,
     answer_read,

@@ -1,0 +1,181 @@
+"""Our verbs provider on the guest's kernel rxe: connect, Send/Receive, Write, Read, and the
+RC error semantics the XRC liveness probe relies on; XRC itself on siw and rxe.
+
+``verbs-check`` (tools/verbs-check, built with the verbs provider) runs each check as a
+client and a forked server through rxe0 (10.9.0.1) inside the guest:
+
+- send-recv, write, read: the data arrives and is verified;
+- bad-rkey-read: an RDMA Read of >= 1 octet with a bad rkey completes with a remote access
+  error (IBV_WC_REM_ACCESS_ERR);
+- zero-length-read: a zero-length Read is not rkey-checked (IB spec C9-88), so one with a
+  bad rkey succeeds, and a good Read works after it;
+- dead-peer-read: a Read to a peer whose process is gone ends in retry exceeded
+  (IBV_WC_RETRY_EXC_ERR) after the transport's retries, within seconds.
+
+Each check is one matrix cell ours-verbs@rxe -> kernel-rxe. XRC (``ibv_xsrq_pingpong``)
+skips with the device's reason when it cannot open an XRC domain (EOPNOTSUPP), and fails on
+any other error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import add_case, peer_crash_notes
+from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, REPO_ROOT, Guest
+
+from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+
+GUEST_PORT = 7003  # verbs-check: check i listens on PORT + i (rdma_cm ports on rxe0)
+#: What each check must observe (verbs-check's "got"), in its order.
+EXPECTED = {
+    "send-recv": "verified",
+    "write": "verified",
+    "read": "verified",
+    "bad-rkey-read": "remote_access_error",
+    "zero-length-read": "success",
+    "dead-peer-read": "retry_exceeded",
+}
+#: dead-peer-read: 2 retries of a 268 ms ACK timeout (verbs-check's defaults) end well within.
+DEAD_PEER_BOUND_MS = 10_000
+EOPNOTSUPP = 95
+
+
+def build_dir() -> Path:
+    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build")).resolve()
+
+
+def guest_verbs_check() -> str:
+    tool = build_dir() / "tools" / "verbs-check" / "verbs-check"
+    if not tool.is_file():
+        message = f"{tool} is not built"
+        if (REPO_ROOT / "tools" / "verbs-check").is_dir():
+            pytest.fail(f"{message}: tools/verbs-check is in the tree (build {build_dir()})")
+        pytest.skip(f"{message}: the verbs helper has not landed")
+    try:
+        return "/host/" + str(tool.relative_to(REPO_ROOT))
+    except ValueError:
+        pytest.fail(f"{tool} is outside {REPO_ROOT}, which is all the guest can see")
+
+
+@pytest.fixture(scope="module")
+def rxe_checks(guest: Guest) -> dict[str, Any]:
+    """verbs-check's JSON line per check, run once for the module on rxe0; plus "_notes"
+    (kernel crashes, if any) and "_raw" (the whole output)."""
+    tool = guest_verbs_check()
+    if not guest.alive():
+        guest.restart()
+    mark = guest.console_mark()
+    result = guest.run(f"{tool} --address {GUEST_RXE_ADDRESSES[0]} --port {GUEST_PORT} --json",
+                       timeout=60 + 20 * len(EXPECTED))
+    checks: dict[str, Any] = {}
+    for line in result.output.splitlines():
+        if line.startswith("{"):
+            report = json.loads(line)
+            checks[report["check"]] = report
+    checks["_notes"] = peer_crash_notes(guest, mark)
+    checks["_raw"] = f"exit {result.rc}: {result.output}"
+    return checks
+
+
+def record_check(matrix: InteropMatrix, name: str, report: dict[str, Any] | None,
+                 ok: bool, notes: list[str]) -> None:
+    cell = CaseResult(initiator="ours-verbs@rxe", responder="kernel-rxe", provider=f"verbs {name}",
+                      outcome=Outcome.PASS if ok else Outcome.FAIL,
+                      expected=f"{name}: {EXPECTED[name]}", notes=list(notes))
+    if report is not None:
+        cell.negotiated = report.get("negotiated")
+        cell.notes.append(f"{name}: {report.get('detail')}")
+        cell.elapsed_ms = report.get("elapsed_ms")
+        if not ok:
+            cell.reason = str(report.get("got") or report.get("result"))
+            cell.initiator_error = SideError(kind=str(report.get("result")),
+                                             detail=str(report.get("connection") or
+                                                        report.get("detail")))
+    add_case(matrix, cell)
+
+
+def check(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix, name: str) -> dict[str, Any]:
+    """The check's report, recorded as a cell; fails unless it observed what it must."""
+    report: dict[str, Any] | None = rxe_checks.get(name)
+    ok = (report is not None and report.get("got") == EXPECTED[name]
+          and report.get("result") == "pass" and report.get("device") == "rxe0")
+    record_check(kernel_matrix, name, report, ok, rxe_checks["_notes"])
+    assert report is not None, f"verbs-check reported nothing for {name}: {rxe_checks['_raw']}"
+    assert report.get("device") == "rxe0", report
+    assert report.get("got") == EXPECTED[name], report
+    assert report.get("result") == "pass", report
+    return report
+
+
+@pytest.mark.parametrize("name", ["send-recv", "write", "read"])
+def test_rxe_data_path_verified(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix,
+                                name: str) -> None:
+    check(rxe_checks, kernel_matrix, name)
+
+
+def test_rxe_read_with_bad_rkey_completes_with_remote_access_error(
+        rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix) -> None:
+    report = check(rxe_checks, kernel_matrix, "bad-rkey-read")
+    assert "IBV_WC_REM_ACCESS_ERR" in report.get("connection", ""), report
+
+
+def test_rxe_zero_length_read_is_not_rkey_checked(rxe_checks: dict[str, Any],
+                                                  kernel_matrix: InteropMatrix) -> None:
+    check(rxe_checks, kernel_matrix, "zero-length-read")
+
+
+def test_rxe_read_to_dead_peer_ends_in_retry_exceeded(rxe_checks: dict[str, Any],
+                                                      kernel_matrix: InteropMatrix) -> None:
+    report = check(rxe_checks, kernel_matrix, "dead-peer-read")
+    assert "IBV_WC_RETRY_EXC_ERR" in report.get("connection", ""), report
+    assert report.get("server") == "killed by the check", report
+    assert 0 < report.get("completion_ms", -1) <= DEAD_PEER_BOUND_MS, report
+
+
+# ---- XRC ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device,address,initiator,responder", [
+    ("siw0", GUEST_SIW_ADDRESS, "ours-verbs@siw", "kernel-siw"),
+    ("rxe0", GUEST_RXE_ADDRESSES[0], "ours-verbs@rxe", "kernel-rxe"),
+], ids=["siw", "rxe"])
+def test_xrc_pingpong(live_guest: Guest, kernel_matrix: InteropMatrix, device: str,
+                      address: str, initiator: str, responder: str) -> None:
+    """rdma-core's ibv_xsrq_pingpong (XRC SRQs): skip with the reason when the device cannot
+    open an XRC domain (EOPNOTSUPP); otherwise it must complete."""
+    mark = live_guest.console_mark()
+    server = live_guest.spawn(f"ibv_xsrq_pingpong -d {device} -g 1 -n 2")
+    deadline = time.monotonic() + 10
+    while not server.finished() and time.monotonic() < deadline:
+        time.sleep(0.2)  # an XRC-capable device listens; one without fails at once
+    cell = CaseResult(initiator=initiator, responder=responder, provider="xrc",
+                      outcome=Outcome.FAIL, expected="ibv_xsrq_pingpong completes")
+    try:
+        if server.finished():
+            done = server.wait(timeout=5)
+            client_rc, client_out = None, ""
+        else:
+            client = live_guest.run(f"ibv_xsrq_pingpong -d {device} -g 1 -n 2 {address}",
+                                    timeout=60)
+            client_rc, client_out = client.rc, client.output
+            try:
+                done = server.wait(timeout=15)
+            except TimeoutError:
+                server.kill()
+                done = server.wait(timeout=5)
+        cell.notes += peer_crash_notes(live_guest, mark)
+        reason = f"{device}: ibv_xsrq_pingpong: {done.output.strip()}"
+        if done.rc != 0 and f"XRC Domain {EOPNOTSUPP}" in done.output:
+            cell.outcome = Outcome.SKIP
+            cell.notes.append(f"{reason} (errno {EOPNOTSUPP} EOPNOTSUPP: the device has no XRC)")
+            pytest.skip(cell.notes[-1])
+        assert done.rc == 0 and client_rc == 0, (reason, client_out)
+        cell.outcome = Outcome.PASS
+    finally:
+        add_case(kernel_matrix, cell)
