@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,6 +83,33 @@ def add_case(matrix: InteropMatrix, case: CaseResult) -> None:
     matrix.add(case)
 
 
+def _params(view: Mapping[str, Any] | None) -> str:
+    if not view:
+        return "-"
+    words = []
+    if view.get("revision"):  # verbs cannot see MPA (revision 0): no revision, no CRC
+        words.append(f"rev{view['revision']}")
+        if "crc" in view:
+            words.append("crc" if view["crc"] else "no-crc")
+    if view.get("peer_to_peer"):
+        words.append(f"p2p rtr={view.get('rtr')}")
+    if view.get("ird") is not None:
+        words.append(f"ird/ord {view['ird']}/{view.get('ord')}")
+    return " ".join(words) or "-"
+
+
+def render(m: InteropMatrix) -> str:
+    """The matrix, then what each connection negotiated (fault cases all use one setup)."""
+    lines = [m.render_table(), "", "Negotiated (initiator's view | responder's view):"]
+    for case in m.cases:
+        if case.initiator.startswith("fault:") or not (case.negotiated or
+                                                        case.responder_negotiated):
+            continue
+        lines.append(f"  {case.case_id}: {_params(case.negotiated)} | "
+                     f"{_params(case.responder_negotiated)}")
+    return "\n".join(lines) + "\n"
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     m = session.config.stash.get(MATRIX_KEY, None)
@@ -91,7 +118,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = results_dir()
     m.write_json(out / "matrix.json")
     m.write_junit(out / "matrix-junit.xml")
-    (out / "matrix.txt").write_text(m.render_table())
+    (out / "matrix.txt").write_text(render(m))
 
 
 def pytest_terminal_summary(terminalreporter: object, exitstatus: int,
@@ -100,7 +127,7 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int,
     if m is None or len(m) == 0:
         return
     terminalreporter.write_sep("=", "kernel interop matrix")  # type: ignore[attr-defined]
-    terminalreporter.write(m.render_table())  # type: ignore[attr-defined]
+    terminalreporter.write(render(m))  # type: ignore[attr-defined]
     terminalreporter.write_line(f"written to {results_dir()}/matrix.json")  # type: ignore[attr-defined]
 
 
@@ -108,20 +135,9 @@ def pytest_terminal_summary(terminalreporter: object, exitstatus: int,
 
 
 def peer_crash_notes(guest: Guest, mark: int, grace_s: float = 0.5) -> list[str]:
-    """'peer crashed' notes for every kernel crash report on the console since `mark` (its
-    title, where it happened and the call trace's functions), after `grace_s` for a report
-    still being printed. Reboots the guest when there was one, for the next case."""
-    time.sleep(grace_s)
-    crashes = guest.crashes_since(mark)
-    notes = []
-    for crash in crashes:
-        lines = [ln.split("] ", 1)[-1].strip() for ln in crash.trace.splitlines()]
-        where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
-        # Frames marked "?" are stale stack words, not calls.
-        calls = [ln.split("+")[0] for ln in lines
-                 if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
-        notes.append(f"peer crashed: {crash.title} [{'; '.join(where)}; call trace: "
-                     f"{' <- '.join(calls)}]")
-    if crashes:
+    """Guest.crash_notes() since `mark`; reboots the guest when there was a crash, for the
+    next case."""
+    notes = guest.crash_notes(mark, grace_s)
+    if notes:
         guest.restart()
     return notes

@@ -319,6 +319,29 @@ class Guest:
     def crashes_since(self, mark: int = 0) -> list[KernelCrash]:
         return parse_crashes(self.console()[mark:])
 
+    def crash_notes(self, mark: int, grace_s: float = 1.5) -> list[str]:
+        """A 'peer crashed' note, with the trace's gist, for every crash report since
+        `mark`. Waits up to `grace_s` for a report to start, and then for its trace to end.
+        The caller restarts the guest (which keeps this console as console.boot<N>.log)."""
+        deadline = time.monotonic() + grace_s
+        while not self.crashes_since(mark) and time.monotonic() < deadline:
+            time.sleep(0.25)
+        if self.crashes_since(mark):
+            deadline = time.monotonic() + 3 * grace_s
+            while "end trace" not in self.console()[mark:] and time.monotonic() < deadline:
+                time.sleep(0.25)
+        notes = []
+        for crash in self.crashes_since(mark):
+            lines = [ln.split("] ", 1)[-1].strip() for ln in crash.trace.splitlines()]
+            where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
+            # Frames marked "?" are stale stack words, not calls.
+            calls = [ln.split("+")[0] for ln in lines
+                     if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
+            log = self.log_dir / f"console.boot{self.boots}.log"
+            notes.append(f"peer crashed: {crash.title} [{'; '.join(where)}; call trace: "
+                         f"{' <- '.join(calls)}] (whole trace: {log})")
+        return notes
+
 
 def parse_crashes(console: str) -> list[KernelCrash]:
     """Finds kernel crash reports (oops, BUG, panic, WARNING) in console text."""

@@ -279,30 +279,6 @@ def stop_rping(guest: Guest, job: GuestJob) -> str:
         return ""
 
 
-def crash_notes(guest: Guest, mark: int) -> list[str]:
-    """'peer crashed' notes, with the trace's gist, for every crash report since `mark`.
-    Waits up to CRASH_GRACE_S for a report to start and then for its trace to end."""
-    deadline = time.monotonic() + CRASH_GRACE_S
-    while not guest.crashes_since(mark) and time.monotonic() < deadline:
-        time.sleep(0.25)
-    if guest.crashes_since(mark):
-        deadline = time.monotonic() + 3 * CRASH_GRACE_S
-        while "end trace" not in guest.console()[mark:] and time.monotonic() < deadline:
-            time.sleep(0.25)
-    notes = []
-    for crash in guest.crashes_since(mark):
-        lines = [ln.split("] ", 1)[-1].strip() for ln in crash.trace.splitlines()]
-        where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
-        # Frames marked "?" are stale stack words, not calls.
-        calls = [ln.split("+")[0] for ln in lines
-                 if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
-        # The guest is rebooted right after this; its console is then kept under this name.
-        log = guest.log_dir / f"console.boot{guest.boots}.log"
-        notes.append(f"peer crashed: {crash.title} [{'; '.join(where)}; call trace: "
-                     f"{' <- '.join(calls)}] (whole trace: {log})")
-    return notes
-
-
 # ---- the matrix cell -------------------------------------------------------------------
 
 
@@ -366,7 +342,7 @@ def test_kernel_siw_answers_fault(live_guest: Guest, kernel_matrix: InteropMatri
         try:
             injected = case.inject(client)
         except FaultClientError as e:
-            crashes = crash_notes(guest, mark)
+            crashes = guest.crash_notes(mark, CRASH_GRACE_S)
             record(kernel_matrix, case.name, Outcome.FAIL, reason="crashed" if crashes else
                    "harness", client=client, started=started,
                    notes=crashes + [f"{case.name}: could not reach the fault: {e}"])
@@ -379,7 +355,7 @@ def test_kernel_siw_answers_fault(live_guest: Guest, kernel_matrix: InteropMatri
         obs = client.observe(OBSERVE_S, linger_s=LINGER_S)
     finally:
         client.close()
-    crashes = crash_notes(guest, mark)
+    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
     if any("iwcm.c" in c for c in crashes) and case.name.endswith("_after_rtr"):
         crashes.append(IWCM_CLOSE_BUG_WHY)
     rping_out = "" if crashes else stop_rping(guest, job)
@@ -445,7 +421,7 @@ def test_kernel_siw_ignores_reserved_bits_in_the_mpa_request(
             client.send_rtr()
             client.shutdown_write()
             client.observe(OBSERVE_S)
-    crashes = crash_notes(guest, mark)
+    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
     if not crashes:
         stop_rping(guest, job)
     outcome = Outcome.FAIL if crashes or notes else Outcome.PASS
@@ -482,7 +458,7 @@ def test_kernel_siw_closes_on_an_mpa_request_with_a_bad_key(
                              f"{client.reply_bytes.hex()} to {client.request_bytes.hex()}")
             client.observe(OBSERVE_S)
         end = client.stream_end
-    crashes = crash_notes(guest, mark)
+    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
     if not crashes:
         stop_rping(guest, job)
     if end is None:
