@@ -65,6 +65,20 @@ def test_table_has_responders_across_initiators_down_aligned() -> None:
     assert len(offsets) == 1
 
 
+def test_each_provider_table_shows_only_its_own_rows_and_columns() -> None:
+    m = InteropMatrix(initiators=["ours", "fault:a", "kernel"], responders=["kernel", "ours"])
+    m.add(CaseResult("ours", "kernel", Outcome.PASS, provider="tcp"))
+    m.add(CaseResult("kernel", "ours", Outcome.PASS, provider="tcp"))
+    m.add(CaseResult("fault:a", "kernel", Outcome.FAIL, provider="faults", reason="deviation"))
+    text = m.render_table(legend=False)
+    tcp, faults = text.split("provider: tcp")[1].split("provider: faults")
+    tcp_rows = [ln.split("|")[0].strip() for ln in tcp.splitlines() if "|" in ln]
+    fault_rows = [ln.split("|")[0].strip() for ln in faults.splitlines() if "|" in ln]
+    assert tcp_rows == ["initiator \\ responder", "ours", "kernel"]
+    assert fault_rows == ["initiator \\ responder", "fault:a"]
+    assert faults.splitlines()[1].split("|")[1:] == [" kernel"]
+
+
 def test_table_ends_with_summary_legend_and_numbered_notes() -> None:
     text = sample().render_table()
     assert "6 cases: 2 pass, 1 expected-fail, 2 fail, 1 skip" in text

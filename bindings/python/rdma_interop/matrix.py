@@ -294,8 +294,11 @@ class InteropMatrix:
 
         corner = "initiator \\ responder"
         for provider in self.providers or ["tcp"]:
-            rows = self.initiators
-            cols = self.responders
+            # Only the initiators and responders this provider has cases for: a matrix that
+            # mixes variants (the kernel tier's) would otherwise print mostly empty rows.
+            mine = [c for c in self.cases if c.provider == provider]
+            rows = [r for r in self.initiators if any(c.initiator == r for c in mine)]
+            cols = [r for r in self.responders if any(c.responder == r for c in mine)]
             grid = []
             for ini in rows:
                 row = []
