@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "bindings.h"
+#include "core/cm/backlog_counters.h"
 #include "core/cm/cm_failure.h"
+#include "core/cm/listen_backlog.h"
 #include "core/cm/mpa_policy.h"
 #include "core/cm/negotiated_params.h"
 #include "core/cm/personality.h"
@@ -98,7 +100,7 @@ py::object connect_error_object(const transport::ConnectError& error) {
   py::object peer_frame = py::none();
   if (error.peer_frame) peer_frame = py::cast(*error.peer_frame);
   return cls(transport::to_string(error), std::string(transport::kind_name(error.kind)), failure,
-             error.detail, cause_tuple(error.terminate), peer_frame);
+             error.detail, cause_tuple(error.terminate), peer_frame, error.attempts);
 }
 
 // Raises rdma_interop.provider.ConnectError (GIL held).
@@ -213,7 +215,7 @@ void bind_policy(py::module_& m) {
       "failure_names",
       [] {
         std::vector<std::string> names;
-        for (int i = 0; i <= static_cast<int>(cm::CmFailure::kFpduError); ++i) {
+        for (int i = 0; i <= static_cast<int>(cm::CmFailure::kBacklogFull); ++i) {
           names.emplace_back(cm::failure_name(static_cast<cm::CmFailure>(i)));
         }
         return names;
@@ -465,12 +467,64 @@ void bind_provider_objects(py::module_& m) {
           [](const transport::ConnectOptions& o) {
             return static_cast<std::int64_t>(o.timeout.count());
           },
-          [](transport::ConnectOptions& o, std::int64_t ms) { o.timeout = Millis(ms); });
+          [](transport::ConnectOptions& o, std::int64_t ms) { o.timeout = Millis(ms); })
+      .def_readwrite("retries", &transport::ConnectOptions::retries)
+      .def_property(
+          "retry_backoff_ms",
+          [](const transport::ConnectOptions& o) {
+            return static_cast<std::int64_t>(o.retry_backoff.count());
+          },
+          [](transport::ConnectOptions& o, std::int64_t ms) { o.retry_backoff = Millis(ms); })
+      .def_property(
+          "retry_backoff_max_ms",
+          [](const transport::ConnectOptions& o) {
+            return static_cast<std::int64_t>(o.retry_backoff_max.count());
+          },
+          [](transport::ConnectOptions& o, std::int64_t ms) { o.retry_backoff_max = Millis(ms); })
+      .def_readwrite("retry_seed", &transport::ConnectOptions::retry_seed);
 
-  py::class_<Listener::Counters>(m, "ListenerCounters")
-      .def_readonly("tcp_accepted", &Listener::Counters::tcp_accepted)
-      .def_readonly("requests", &Listener::Counters::requests)
-      .def_readonly("setup_failures", &Listener::Counters::setup_failures);
+  m.attr("BACKLOG_FULL_MARKER") = py::bytes(std::string(cm::kBacklogFullMarker));
+  py::enum_<cm::BacklogOverflow>(m, "BacklogOverflow")
+      .value("DROP", cm::BacklogOverflow::kDrop)
+      .value("REJECT", cm::BacklogOverflow::kReject);
+
+  using transport::ListenOptions;
+  py::class_<ListenOptions>(m, "ListenOptions")
+      .def(py::init<>())
+      .def_readwrite("backlog", &ListenOptions::backlog)
+      .def_readwrite("overflow", &ListenOptions::overflow)
+      .def_readwrite("half_open_limit", &ListenOptions::half_open_limit)
+      .def_property(
+          "decision_timeout_ms",
+          [](const ListenOptions& o) { return static_cast<std::int64_t>(o.decision_timeout.count()); },
+          [](ListenOptions& o, std::int64_t ms) { o.decision_timeout = Millis(ms); })
+      .def_property(
+          "overflow_timeout_ms",
+          [](const ListenOptions& o) { return static_cast<std::int64_t>(o.overflow_timeout.count()); },
+          [](ListenOptions& o, std::int64_t ms) { o.overflow_timeout = Millis(ms); });
+
+  using cm::BacklogCounters;
+  py::class_<BacklogCounters>(m, "BacklogCounters")
+      .def(py::init<>())
+      .def_readonly("backlog", &BacklogCounters::backlog)
+      .def_readonly("pending", &BacklogCounters::pending)
+      .def_readonly("high_water", &BacklogCounters::high_water)
+      .def_readonly("requests", &BacklogCounters::requests)
+      .def_readonly("accepted", &BacklogCounters::accepted)
+      .def_readonly("rejected_by_app", &BacklogCounters::rejected_by_app)
+      .def_readonly("pending_expired", &BacklogCounters::pending_expired)
+      .def_readonly("pending_aborted", &BacklogCounters::pending_aborted)
+      .def_readonly("overflow_rejected", &BacklogCounters::overflow_rejected)
+      .def_readonly("overflow_waiting", &BacklogCounters::overflow_waiting)
+      .def_readonly("overflow_dropped", &BacklogCounters::overflow_dropped)
+      .def_readonly("half_open", &BacklogCounters::half_open)
+      .def_readonly("half_open_limit", &BacklogCounters::half_open_limit)
+      .def_readonly("half_open_opened", &BacklogCounters::half_open_opened)
+      .def_readonly("half_open_completed", &BacklogCounters::half_open_completed)
+      .def_readonly("half_open_expired", &BacklogCounters::half_open_expired)
+      .def_readonly("half_open_aborted", &BacklogCounters::half_open_aborted)
+      .def_readonly("half_open_evicted", &BacklogCounters::half_open_evicted)
+      .def(py::self == py::self);
 
   // keep_alive<0, 1>: what a call returns keeps the object it came from alive (a connection
   // its pending request, listener and provider), whatever the provider does internally.
@@ -530,6 +584,19 @@ void bind_provider_objects(py::module_& m) {
           },
           "Connections that failed before their Request reached the application, oldest "
           "first, each once: [(peer_address, ConnectError, elapsed_ms)].")
+      .def(
+          "take_backlog_events",
+          [](Listener& l) {
+            py::list out;
+            for (const auto& e : l.take_backlog_events()) {
+              out.append(py::make_tuple(std::string(cm::event_name(e.type)),
+                                        std::string(cm::reason_name(e.reason)), e.peer_address,
+                                        e.pending));
+            }
+            return out;
+          },
+          "Backlog slots taken and freed since the last call, oldest first: "
+          "[(\"backlog_added\"|\"backlog_removed\", reason, peer_address, pending_after)].")
       .def("close", &Listener::close, py::call_guard<py::gil_scoped_release>());
 
   py::class_<Provider>(m, "Provider")
@@ -549,6 +616,22 @@ void bind_provider_objects(py::module_& m) {
           },
           py::arg("uri"), py::arg("policy"), py::arg("backlog") = 16, py::keep_alive<0, 1>(),
           "Listens on tcp://ADDR:PORT (port 0: any); raises ConnectError.")
+      .def(
+          "listen",
+          [](Provider& p, std::string_view uri, const cm::MpaPolicy& policy,
+             const transport::ListenOptions& options) {
+            auto where = parse_uri(uri);
+            Expected<std::unique_ptr<Listener>, transport::ConnectError> result =
+                unexpected(transport::ConnectError{});
+            {
+              py::gil_scoped_release release;
+              result = p.listen(where, policy, options);
+            }
+            if (!result) throw_connect_error(result.error());
+            return std::move(*result);
+          },
+          py::arg("uri"), py::arg("policy"), py::arg("options"), py::keep_alive<0, 1>(),
+          "Listens with a backlog policy (ListenOptions); raises ConnectError.")
       .def(
           "connect",
           [](Provider& p, std::string_view uri, transport::ConnectOptions options,

@@ -10,7 +10,7 @@ struct FailureInfo {
   std::string_view text;
 };
 
-constexpr std::array<FailureInfo, 18> kFailures = {{
+constexpr std::array<FailureInfo, 19> kFailures = {{
     {"request_timeout", "no complete MPA Request arrived within the request timeout"},
     {"reply_timeout", "no complete MPA Reply arrived within the reply timeout"},
     {"rtr_timeout", "the peer-to-peer RTR did not arrive within the RTR timeout"},
@@ -29,8 +29,9 @@ constexpr std::array<FailureInfo, 18> kFailures = {{
     {"connection_reset", "the TCP connection was reset during connection setup"},
     {"connection_closed", "the peer closed the TCP connection during connection setup"},
     {"fpdu_error", "an FPDU during connection setup failed to decode"},
+    {"backlog_full", "the peer's listener was over its backlog (Reject with the overflow marker)"},
 }};
-static_assert(kFailures.size() == static_cast<std::size_t>(CmFailure::kFpduError) + 1);
+static_assert(kFailures.size() == static_cast<std::size_t>(CmFailure::kBacklogFull) + 1);
 
 }  // namespace
 

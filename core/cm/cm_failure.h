@@ -29,6 +29,8 @@ enum class CmFailure : std::uint8_t {
   kConnectionReset,       // TCP reset during setup
   kConnectionClosed,      // TCP closed by the peer during setup
   kFpduError,             // an FPDU during setup failed to decode (detail: WireError)
+  kBacklogFull,           // the peer's listener was over its backlog: a Reject whose private
+                          // data is kBacklogFullMarker (listen_backlog.h); retrying may work
 };
 
 std::string_view failure_name(CmFailure f);   // stable id: "no_matching_rtr"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/cm/listen_backlog.h"
 #include "core/wire/ddp_segment.h"
 #include "core/wire/read_request.h"
 #include "core/wire/terminate.h"
@@ -228,9 +229,19 @@ void MpaHandshake::on_reply(const wire::MpaFrame& reply, TimePoint now) {
       start_fpdu_phase(framing_of(*sent_frame_, reply, true));
       send_terminate(*verdict.terminate);
     }
-    fail(*verdict.failure, verdict.detail,
-         *verdict.failure == CmFailure::kPeerRejected ? CloseKind::kGraceful
-                                                      : CloseKind::kAbortive);
+    CmFailure failure = *verdict.failure;
+    std::string detail = verdict.detail;
+    // Our listeners say "over the backlog, try later" with a marker in the Reject, so the
+    // application can tell it from the peer application's own Reject (listen_backlog.h).
+    if (failure == CmFailure::kPeerRejected && is_backlog_full_marker(reply.private_data)) {
+      failure = CmFailure::kBacklogFull;
+      detail = "the peer's listener is over its backlog (Reject with \"" +
+               std::string(kBacklogFullMarker) + "\")";
+    }
+    fail(failure, std::move(detail),
+         failure == CmFailure::kPeerRejected || failure == CmFailure::kBacklogFull
+             ? CloseKind::kGraceful
+             : CloseKind::kAbortive);
     if (verdict.terminate) events_.back().terminate = verdict.terminate;
     return;
   }

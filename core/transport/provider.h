@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "core/cm/backlog_counters.h"
 #include "core/cm/cm_failure.h"
+#include "core/cm/listen_backlog.h"
 #include "core/cm/mpa_policy.h"
 #include "core/cm/negotiated_params.h"
 #include "core/rdmap/memory_registry.h"
@@ -46,6 +48,9 @@ struct ConnectError {
   std::string detail;                              // one sentence, for humans
   std::optional<wire::MpaFrame> peer_frame;        // the peer's Reply (e.g. with Reject)
   std::optional<wire::TerminateCause> terminate;   // sent or received during setup
+  // connect: how many attempts were made (1 + the retries used, ConnectOptions::retries);
+  // 0 for errors of listen() and accept().
+  std::uint32_t attempts = 0;
 };
 std::string to_string(const ConnectError& e);
 // Stable id of a kind, for JSON reports: "setup", "unreachable", "address_in_use",
@@ -129,15 +134,26 @@ class Listener {
   // Waits up to `timeout` for the next valid MPA Request. Setup failures before the
   // Request (timeouts, garbage) are counted and logged, not returned.
   virtual std::unique_ptr<PendingConnection> next_request(Millis timeout) = 0;
-  struct Counters {
-    std::uint64_t tcp_accepted = 0;
-    std::uint64_t requests = 0;
-    std::uint64_t setup_failures = 0;
-  };
+  // The backlog's figures, a consistent snapshot (invariants in core/cm/backlog_counters.h).
+  // half_open_opened counts TCP connections accepted; requests the valid MPA Requests.
+  using Counters = cm::BacklogCounters;
   virtual Counters counters() const = 0;
+  // backlog_added / backlog_removed: a backlog slot taken or freed (core/cm/listen_backlog.h
+  // says when), with the peer it belongs to. Kept up to kMaxBacklogEvents between calls
+  // (older ones are dropped); take_backlog_events() returns them oldest first and forgets
+  // them. Providers without a backlog engine return none.
+  struct BacklogEvent {
+    cm::BacklogEventType type = cm::BacklogEventType::kAdded;
+    cm::BacklogEventReason reason = cm::BacklogEventReason::kRequest;
+    std::string peer_address;
+    std::uint32_t pending = 0;  // slots held right after the event
+  };
+  static constexpr std::size_t kMaxBacklogEvents = cm::ListenBacklog::kMaxEvents;
+  virtual std::vector<BacklogEvent> take_backlog_events() { return {}; }
   // A connection whose setup failed before its Request reached the application (request
-  // timeout, malformed frame, reset, over the backlog): each reported once, so a server can
-  // account for every connection, not only the ones it accepted.
+  // timeout, malformed frame, reset, half-open evicted, overflow rejected or dropped): each
+  // reported once, so a server can account for every connection, not only the ones it
+  // accepted.
   struct SetupFailure {
     std::string peer_address;
     ConnectError error;
@@ -154,16 +170,46 @@ struct ConnectOptions {
   cm::MpaPolicy policy;
   std::vector<std::uint8_t> private_data;
   QpCaps caps;
-  Millis timeout{15000};  // TCP connect + MPA setup (+ one revision-1 retry)
+  Millis timeout{15000};  // per attempt: TCP connect + MPA setup (+ one revision-1 retry)
+  // Retry policy. A failed attempt is retried (at most `retries` times) when the listener
+  // may take it later: a Reject with the overflow marker (failure backlog_full), TCP
+  // connect refused or reset, a reset during MPA setup, or no Reply in time (a listener
+  // with the drop policy leaves a Request over its backlog unanswered). Any other failure
+  // (the peer application's own Reject, a negotiation failure) ends the connect at once.
+  // Before retry n (1-based) the initiator sleeps a uniformly random time in
+  // [0, min(retry_backoff_max, retry_backoff * 2^(n-1))] ("full jitter"), so a storm of
+  // clients spreads out instead of coming back in step. The jitter comes from a generator
+  // seeded with `retry_seed` (0: a fresh seed per connect), never from shared state.
+  std::uint32_t retries = 0;
+  Millis retry_backoff{100};
+  Millis retry_backoff_max{5000};
+  std::uint64_t retry_seed = 0;
+};
+
+// How a listener treats its backlog (core/cm/listen_backlog.h). An int converts to
+// ListenOptions with that backlog, so listen(where, policy, 16) still reads as before.
+struct ListenOptions {
+  ListenOptions() = default;
+  ListenOptions(int backlog_) : backlog(backlog_) {}  // NOLINT(google-explicit-constructor)
+
+  int backlog = 16;  // Requests that may wait for the application's decision (>= 1)
+  cm::BacklogOverflow overflow = cm::BacklogOverflow::kReject;
+  // Connections without a complete MPA Request kept at once; 0: max(4 * backlog, 64).
+  std::uint32_t half_open_limit = 0;
+  // An undecided Request is rejected (and counted pending_expired) after this long.
+  Millis decision_timeout{30000};
+  // drop: how long a Request waits over the backlog before it is closed unanswered.
+  Millis overflow_timeout{5000};
 };
 
 class Provider {
  public:
   virtual ~Provider() = default;
   virtual std::string_view scheme() const = 0;
+  // The half-open (request) timeout is the policy's request_timeout.
   virtual Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
                                                                     const cm::MpaPolicy& policy,
-                                                                    int backlog) = 0;
+                                                                    const ListenOptions& options) = 0;
   virtual Expected<std::unique_ptr<Connection>, ConnectError> connect(
       const ProviderUri& where, const ConnectOptions& options) = 0;
 };

@@ -527,8 +527,8 @@ TEST_F(TcpProviderTest, Revision2InitiatorFallsBackWhenTheResponderResets) {
   EXPECT_EQ(responder_->info().params.revision, 1);
   EXPECT_EQ(initiator_->info().sent_frame.revision, 1);
   // The reset revision-2 attempt never reached the application.
-  EXPECT_TRUE(eventually([&] { return listener_->counters().setup_failures == 1; }));
-  EXPECT_EQ(listener_->counters().tcp_accepted, 2u);
+  EXPECT_TRUE(eventually([&] { return listener_->counters().half_open_aborted == 1; }));
+  EXPECT_EQ(listener_->counters().half_open_opened, 2u);
   send_and_verify(*initiator_, *responder_, 500, 16);
 }
 
@@ -561,7 +561,7 @@ TEST_F(TcpProviderTest, GarbageFromARawSocketIsCountedAndTheListenerCarriesOn) {
     EXPECT_LE(::read(fd, buffer, sizeof buffer), 0);
     ::close(fd);
   }
-  EXPECT_TRUE(eventually([&] { return listener_->counters().setup_failures == 1; }));
+  EXPECT_TRUE(eventually([&] { return listener_->counters().half_open_aborted == 1; }));
   EXPECT_EQ(listener_->counters().requests, 0u);
   EXPECT_EQ(listener_->next_request(100ms), nullptr);
   // Still serving.
@@ -583,7 +583,9 @@ TEST_F(TcpProviderTest, RequestTimeoutIsCounted) {
   a.sin_port = htons(where_.port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_TRUE(eventually([&] { return listener_->counters().setup_failures == 1; }, 3000ms));
+  EXPECT_TRUE(eventually([&] { return listener_->counters().half_open_expired == 1; }, 3000ms));
+  EXPECT_EQ(listener_->counters().half_open_aborted, 0u);
+  EXPECT_EQ(listener_->counters().half_open, 0u);
   ::close(fd);
 }
 

@@ -23,6 +23,13 @@ struct ServeOptions {
   bool once = false;
   double exchange_timeout_s = 10.0;
   bool list_personalities = false;
+  // The listener's backlog policy (transport::ListenOptions).
+  int backlog = 16;
+  std::string overflow = "reject";  // "drop" | "reject"
+  int half_open_limit = 0;          // 0: max(4 * backlog, 64)
+  int decision_timeout_ms = 30000;
+  int accept_delay_ms = 0;          // a deliberately slow acceptor: wait before each accept
+  bool backlog_events = false;      // print a "backlog" line per slot taken or freed
 };
 
 struct ConnectOptions {
@@ -31,6 +38,8 @@ struct ConnectOptions {
   double timeout_s = 15.0;
   std::optional<int> first_fpdu_delay_ms;  // overrides the personality's
   bool json = false;
+  int retries = 0;              // transport::ConnectOptions::retries
+  int retry_backoff_ms = 100;   // the full-jitter base; the cap is 50x it (at most 30 s)
 };
 
 struct ListOptions {

@@ -1,4 +1,5 @@
 // rdma-probe connect: one initiator run: connect, the interop exchange, disconnect, report.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -107,10 +108,15 @@ int run_connect(const ConnectOptions& options) {
   }
   connect_options.private_data = personality->private_data;
   connect_options.timeout = timeout;
+  connect_options.retries = static_cast<std::uint32_t>(options.retries);
+  connect_options.retry_backoff = std::chrono::milliseconds(options.retry_backoff_ms);
+  connect_options.retry_backoff_max =
+      std::min(std::chrono::milliseconds(30000), 50 * connect_options.retry_backoff);
   auto connected = (*provider)->connect(*uri, connect_options);
   if (!connected) {
     const auto& e = connected.error();
     report["error"] = setup_error_json(e);
+    report["attempts"] = e.attempts;
     report["elapsed_ms"] = elapsed_ms(start);
     using Kind = transport::ConnectError::Kind;
     int status = e.kind == Kind::kUnreachable       ? kExitUnreachable

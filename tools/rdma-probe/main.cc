@@ -60,6 +60,12 @@ Output, one JSON object per line on stdout, flushed at once:
             "terminate":{"layer":2,"etype":0,"code":7}}
 "negotiated" is this side's view: {"revision","crc","markers_to_peer","markers_from_peer",
 "enhanced","peer_to_peer","rtr":"send"|"write"|"read"|null,"ird","ord","peer_ird","peer_ord"}.
+With --backlog-events, a slot taken or freed:
+  {"event":"backlog","type":"backlog_added"|"backlog_removed","reason":"request"|"waited"|
+   "accepted"|"rejected"|"expired"|"aborted","peer":"...","pending":3}
+At exit, the listener's backlog counters (core/cm/backlog_counters.h):
+  {"event":"counters","overflow":"reject","backlog":16,"pending":0,"high_water":16,
+   "requests":...,"accepted":...,"rejected_by_app":...,"overflow_rejected":...,...}
 Diagnostics go to stderr.
 )";
 
@@ -206,6 +212,40 @@ int main(int argc, char** argv) {
                         "is cut off (default 10)"))
       ->type_name("SECONDS")
       ->check(CLI::Range(0.001, 3600.0));
+  serve_cmd
+      ->add_option("--backlog", serve.backlog,
+                   wrap("Connect requests that may wait for the acceptor's decision (default "
+                        "16); a request holds its slot until it is accepted or rejected"))
+      ->type_name("N")
+      ->check(CLI::Range(1, 65535));
+  serve_cmd
+      ->add_option("--overflow", serve.overflow,
+                   wrap("Over the backlog: 'reject' answers at once with an MPA Reject whose "
+                        "private data is \"rdma-interop:backlog-full\" (our initiators report "
+                        "backlog_full), 'drop' leaves the request unanswered until a slot "
+                        "frees (default reject)"))
+      ->type_name("drop|reject")
+      ->check(CLI::IsMember({"drop", "reject"}));
+  serve_cmd
+      ->add_option("--half-open-limit", serve.half_open_limit,
+                   wrap("TCP connections without a complete MPA Request kept at once; the "
+                        "oldest is closed to make room (default max(4*backlog, 64))"))
+      ->type_name("N")
+      ->check(CLI::Range(1, 1 << 20));
+  serve_cmd
+      ->add_option("--decision-timeout", serve.decision_timeout_ms,
+                   wrap("Milliseconds a request may hold its slot undecided before the "
+                        "listener rejects it (default 30000)"))
+      ->type_name("MS")
+      ->check(CLI::Range(1, 3600000));
+  serve_cmd
+      ->add_option("--accept-delay", serve.accept_delay_ms,
+                   wrap("Milliseconds to wait before accepting each request: a deliberately "
+                        "slow acceptor, to fill the backlog (default 0)"))
+      ->type_name("MS")
+      ->check(CLI::Range(0, 3600000));
+  serve_cmd->add_flag("--backlog-events", serve.backlog_events,
+                      wrap("Print a \"backlog\" line for every slot taken or freed"));
   serve_cmd->add_flag("--list-personalities", serve.list_personalities,
                       wrap("Print the available personalities (name and description) and exit"));
 
@@ -233,6 +273,19 @@ int main(int argc, char** argv) {
                         "personality's first_fpdu_delay_ms. Kernel siw as responder ignores an "
                         "FPDU that arrives while it hands the socket to its QP: 50 covers that "
                         "window on real hosts"))
+      ->type_name("MS")
+      ->check(CLI::Range(0, 60000));
+  connect_cmd
+      ->add_option("--retries", connect.retries,
+                   wrap("Connect again up to N times when the listener may take it later: "
+                        "backlog_full, TCP refused or reset, no MPA Reply in time (default 0); "
+                        "--timeout bounds each attempt"))
+      ->type_name("N")
+      ->check(CLI::Range(0, 1000));
+  connect_cmd
+      ->add_option("--retry-backoff", connect.retry_backoff_ms,
+                   wrap("Base of the backoff before a retry: a random wait in [0, min(50*MS, "
+                        "MS*2^(n-1))] before retry n (full jitter; default 100)"))
       ->type_name("MS")
       ->check(CLI::Range(0, 60000));
   connect_cmd->add_flag("--json", connect.json,

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <thread>
 
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
@@ -28,7 +30,6 @@ constexpr auto kRequestSlice = std::chrono::milliseconds(100);
 // After a stop request, how long a provider call may still take before the process exits
 // without it (SignalWatch).
 constexpr auto kStopGrace = std::chrono::milliseconds(600);
-constexpr int kBacklog = 16;
 
 // Accepts one pending connection, runs the exchange, returns the "connection" event.
 json serve_one(transport::PendingConnection& pending, const cm::Personality& personality,
@@ -64,6 +65,31 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
   return event;
 }
 
+// The listener's backlog figures as the "counters" line (field names as in
+// core/cm/backlog_counters.h).
+json counters_json(const cm::BacklogCounters& c, const std::string& overflow) {
+  return json{{"event", "counters"},
+              {"overflow", overflow},
+              {"backlog", c.backlog},
+              {"pending", c.pending},
+              {"high_water", c.high_water},
+              {"requests", c.requests},
+              {"accepted", c.accepted},
+              {"rejected_by_app", c.rejected_by_app},
+              {"pending_expired", c.pending_expired},
+              {"pending_aborted", c.pending_aborted},
+              {"overflow_rejected", c.overflow_rejected},
+              {"overflow_waiting", c.overflow_waiting},
+              {"overflow_dropped", c.overflow_dropped},
+              {"half_open", c.half_open},
+              {"half_open_limit", c.half_open_limit},
+              {"half_open_opened", c.half_open_opened},
+              {"half_open_completed", c.half_open_completed},
+              {"half_open_expired", c.half_open_expired},
+              {"half_open_aborted", c.half_open_aborted},
+              {"half_open_evicted", c.half_open_evicted}};
+}
+
 }  // namespace
 
 int run_serve(const ServeOptions& options) {
@@ -96,7 +122,12 @@ int run_serve(const ServeOptions& options) {
     print_usage_error("serve", provider.error());
     return kExitUsage;
   }
-  auto listener = (*provider)->listen(*uri, personality->mpa, kBacklog);
+  transport::ListenOptions listen_options(options.backlog);
+  listen_options.overflow =
+      options.overflow == "drop" ? cm::BacklogOverflow::kDrop : cm::BacklogOverflow::kReject;
+  listen_options.half_open_limit = static_cast<std::uint32_t>(options.half_open_limit);
+  listen_options.decision_timeout = std::chrono::milliseconds(options.decision_timeout_ms);
+  auto listener = (*provider)->listen(*uri, personality->mpa, listen_options);
   if (!listener) {
     const auto& e = listener.error();
     bool usage = e.kind == transport::ConnectError::Kind::kInvalidArgument;
@@ -114,9 +145,12 @@ int run_serve(const ServeOptions& options) {
   bool all_ok = true;
   const auto& stop = signals.stop_requested();
   // Connections that failed before their Request reached us get their line too, so every
-  // TCP connection the peer made is accounted for.
+  // TCP connection the peer made is accounted for. An overflow Reject is the listener doing
+  // its job under --overflow reject: reported, but neither a failure nor one of the
+  // connections --max-connections counts (a storm would otherwise end the server).
   auto report_setup_failures = [&] {
     for (auto& f : (*listener)->take_setup_failures()) {
+      const bool overflow = f.error.failure == cm::CmFailure::kBacklogFull;
       print_json_line(json{{"event", "connection"},
                            {"peer", f.peer_address},
                            {"ok", false},
@@ -124,14 +158,33 @@ int run_serve(const ServeOptions& options) {
                            {"exchange", nullptr},
                            {"error", setup_error_json(f.error)},
                            {"elapsed_ms", f.elapsed_ms}});
+      if (overflow) continue;
       all_ok = false;
       ++handled;
     }
   };
+  auto report_backlog_events = [&] {
+    if (!options.backlog_events) return;
+    for (const auto& e : (*listener)->take_backlog_events()) {
+      print_json_line(json{{"event", "backlog"},
+                           {"type", cm::event_name(e.type)},
+                           {"reason", cm::reason_name(e.reason)},
+                           {"peer", e.peer_address},
+                           {"pending", e.pending}});
+    }
+  };
   while (!stop.load() && (limit == 0 || handled < limit)) {
     auto pending = (*listener)->next_request(kRequestSlice);
+    report_backlog_events();
     report_setup_failures();
     if (!pending || stop.load() || (limit != 0 && handled >= limit)) continue;
+    // --accept-delay: a slow acceptor keeps the request (and its slot) waiting; in slices,
+    // so a stop request is still seen at once.
+    for (auto until = Clock::now() + std::chrono::milliseconds(options.accept_delay_ms);
+         !stop.load() && Clock::now() < until;) {
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(20)));
+    }
     json event;
     try {
       event = serve_one(*pending, *personality, options, stop);
@@ -153,6 +206,9 @@ int run_serve(const ServeOptions& options) {
     ++handled;
   }
   (*listener)->close();
+  report_backlog_events();
+  report_setup_failures();
+  print_json_line(counters_json((*listener)->counters(), options.overflow));
   signals.finished();
   if (stop.load()) {
     std::fprintf(stderr, "rdma-probe serve: stopped by signal %d after %d connection(s)\n",

@@ -43,6 +43,9 @@ from rdma_interop.wire import MpaFrame, Terminate
 
 __all__ = [
     "Access",
+    "BACKLOG_FULL_MARKER",
+    "BacklogCounters",
+    "BacklogEvent",
     "Connection",
     "ConnectionInfo",
     "ConnectionState",
@@ -51,7 +54,9 @@ __all__ = [
     "FAILURE_NAMES",
     "InitialRecv",
     "Listener",
+    "ListenOptions",
     "ListenerCounters",
+    "Overflow",
     "MemoryRegion",
     "MpaPolicy",
     "NegotiatedParams",
@@ -79,6 +84,10 @@ WritableBuffer = Any
 #: Every ConnectError.failure name, in the C++ declaration order (core/cm/cm_failure.h).
 FAILURE_NAMES: tuple[str, ...] = tuple(_core.failure_names())
 
+#: The private data of the Reject a listener sends when its backlog is full (policy
+#: ``Overflow.REJECT``); our initiators report it as failure ``"backlog_full"``.
+BACKLOG_FULL_MARKER: bytes = _core.BACKLOG_FULL_MARKER
+
 
 # ---- errors -------------------------------------------------------------------------------
 
@@ -96,6 +105,10 @@ class ConnectError(Exception):
         terminate: the Terminate cause sent or received during setup, or None.
         peer_frame: the peer's MPA Reply when it sent one (e.g. with the Reject flag).
         peer_private_data: that Reply's private data, or None without a Reply.
+        attempts: for connect, the attempts made (1 + the retries used); 0 otherwise.
+
+    A listener over its backlog (overflow policy REJECT) makes a connect fail with failure
+    ``"backlog_full"`` (the Reject carries BACKLOG_FULL_MARKER), never ``"peer_rejected"``.
     """
 
     kind: str
@@ -104,6 +117,7 @@ class ConnectError(Exception):
     terminate: TerminateCause | None
     peer_frame: MpaFrame | None
     peer_private_data: bytes | None
+    attempts: int
 
     def __init__(
         self,
@@ -113,8 +127,10 @@ class ConnectError(Exception):
         detail: str = "",
         terminate: tuple[int, int, int] | None = None,
         peer_frame: Any = None,
+        attempts: int = 0,
     ) -> None:
         super().__init__(message)
+        self.attempts = attempts
         self.kind = kind
         self.failure = failure
         self.detail = detail
@@ -126,7 +142,10 @@ class ConnectError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles whole (e.g. across a process pool), not just the message.
-        args = (str(self), self.kind, self.failure, self.detail, self.terminate, self.peer_frame)
+        args = (
+            str(self), self.kind, self.failure, self.detail, self.terminate, self.peer_frame,
+            self.attempts,
+        )
         return (type(self), args)
 
 
@@ -702,11 +721,110 @@ class PendingConnection:
         self._core.reject(bytes(private_data))
 
 
+class Overflow(enum.Enum):
+    """What a listener does with a Request that finds every backlog slot taken."""
+
+    DROP = "drop"  # leave it unanswered, first come first served, until a slot frees or it expires
+    REJECT = "reject"  # answer at once: Reject with BACKLOG_FULL_MARKER ("backlog_full")
+
+
 @dataclass(frozen=True)
-class ListenerCounters:
-    tcp_accepted: int
+class ListenOptions:
+    """A listener's backlog policy (core/cm/listen_backlog.h). A Request holds one of
+    ``backlog`` slots from its arrival until the application accepts or rejects it, or
+    ``decision_timeout_ms`` passes (then it is rejected). ``half_open_limit`` bounds the TCP
+    connections whose Request is not complete yet (0: max(4 * backlog, 64)); they expire
+    after the policy's request timeout. With DROP a Request over the backlog waits up to
+    ``overflow_timeout_ms`` for a slot."""
+
+    backlog: int = 16
+    overflow: Overflow = Overflow.REJECT
+    half_open_limit: int = 0
+    decision_timeout_ms: int = 30000
+    overflow_timeout_ms: int = 5000
+
+    def _to_core(self) -> Any:
+        core = _core.ListenOptions()
+        core.backlog = self.backlog
+        core.overflow = getattr(_core.BacklogOverflow, self.overflow.name)
+        core.half_open_limit = self.half_open_limit
+        core.decision_timeout_ms = self.decision_timeout_ms
+        core.overflow_timeout_ms = self.overflow_timeout_ms
+        return core
+
+
+@dataclass(frozen=True)
+class BacklogCounters:
+    """What a listener's backlog has seen (core/cm/backlog_counters.h), exact:
+    ``requests == pending + overflow_waiting + accepted + rejected_by_app + pending_expired
+    + pending_aborted + overflow_rejected + overflow_dropped`` and ``half_open_opened ==
+    half_open + half_open_completed + half_open_expired + half_open_aborted +
+    half_open_evicted``; ``pending <= backlog``."""
+
+    backlog: int
+    pending: int
+    high_water: int
     requests: int
-    setup_failures: int  # timeouts and garbage before a valid Request
+    accepted: int
+    rejected_by_app: int
+    pending_expired: int
+    pending_aborted: int
+    overflow_rejected: int
+    overflow_waiting: int
+    overflow_dropped: int
+    half_open: int
+    half_open_limit: int
+    half_open_opened: int
+    half_open_completed: int
+    half_open_expired: int
+    half_open_aborted: int
+    half_open_evicted: int
+
+    @property
+    def tcp_accepted(self) -> int:
+        """TCP connections the listener accepted (every one starts half-open)."""
+        return self.half_open_opened
+
+    def invariants_hold(self) -> bool:
+        return (
+            self.requests
+            == self.pending
+            + self.overflow_waiting
+            + self.accepted
+            + self.rejected_by_app
+            + self.pending_expired
+            + self.pending_aborted
+            + self.overflow_rejected
+            + self.overflow_dropped
+            and self.half_open_opened
+            == self.half_open
+            + self.half_open_completed
+            + self.half_open_expired
+            + self.half_open_aborted
+            + self.half_open_evicted
+            and self.pending <= self.backlog
+            and self.high_water <= self.backlog
+        )
+
+    @classmethod
+    def _from_core(cls, core: Any) -> BacklogCounters:
+        return cls(**{f: int(getattr(core, f)) for f in cls.__dataclass_fields__})
+
+
+#: The old name: a listener's counters are its backlog's.
+ListenerCounters = BacklogCounters
+
+
+@dataclass(frozen=True)
+class BacklogEvent:
+    """A backlog slot taken (``"backlog_added"``: reason ``"request"`` or ``"waited"``) or
+    freed (``"backlog_removed"``: ``"accepted"``, ``"rejected"``, ``"expired"``,
+    ``"aborted"``); ``pending`` is the slots held right after it."""
+
+    type: str
+    reason: str
+    peer_address: str
+    pending: int
 
 
 class Listener:
@@ -732,9 +850,14 @@ class Listener:
         return None if core is None else PendingConnection(core)
 
     @property
-    def counters(self) -> ListenerCounters:
-        c = self._core.counters
-        return ListenerCounters(c.tcp_accepted, c.requests, c.setup_failures)
+    def counters(self) -> BacklogCounters:
+        """A consistent snapshot of the backlog's counters."""
+        return BacklogCounters._from_core(self._core.counters)
+
+    def take_backlog_events(self) -> list[BacklogEvent]:
+        """backlog_added / backlog_removed since the last call, oldest first (at most 4096
+        are kept between calls)."""
+        return [BacklogEvent(*e) for e in self._core.take_backlog_events()]
 
     def take_setup_failures(self) -> list[tuple[str, ConnectError, float]]:
         """Connections that failed before their Request reached us (timeouts, malformed
@@ -763,10 +886,15 @@ class Provider:
     def scheme(self) -> str:
         return str(self._core.scheme)
 
-    def listen(self, uri: str, policy: MpaPolicy, backlog: int = 16) -> Listener:
-        """Listens on ``tcp://ADDR:PORT`` (port 0: any free port). Raises ValueError for a
+    def listen(
+        self, uri: str, policy: MpaPolicy, backlog: int = 16, options: ListenOptions | None = None
+    ) -> Listener:
+        """Listens on ``tcp://ADDR:PORT`` (port 0: any free port). ``options`` sets the
+        backlog policy (its own ``backlog`` wins over the argument). Raises ValueError for a
         malformed URI, ConnectError (kind "address_in_use"...) when listening fails."""
-        return Listener(self._core.listen(uri, policy._to_core(), backlog))
+        if options is None:
+            return Listener(self._core.listen(uri, policy._to_core(), backlog))
+        return Listener(self._core.listen(uri, policy._to_core(), options._to_core()))
 
     def connect(
         self,
@@ -775,15 +903,29 @@ class Provider:
         private_data: bytes = b"",
         caps: QpCaps | None = None,
         timeout_ms: int = 15000,
+        *,
+        retries: int = 0,
+        retry_backoff_ms: int = 100,
+        retry_backoff_max_ms: int = 5000,
+        retry_seed: int = 0,
     ) -> Connection:
         """TCP connect plus MPA setup (and one revision-1 retry when the policy allows it),
-        within ``timeout_ms`` (GIL released). Raises ConnectError."""
+        within ``timeout_ms`` per attempt (GIL released). Raises ConnectError.
+
+        Up to ``retries`` more attempts follow a failure the listener may take later
+        (``"backlog_full"``, TCP refused or reset, no Reply in time), each after a random
+        sleep in [0, min(retry_backoff_max_ms, retry_backoff_ms * 2**(n-1))] (full jitter;
+        ``retry_seed`` makes it reproducible). ConnectError.attempts says how many ran."""
         options = _core.ConnectOptions()
         options.policy = policy._to_core()
         options.private_data = bytes(private_data)
         core_caps, recvs = (caps or QpCaps())._to_core()
         options.caps = core_caps
         options.timeout_ms = timeout_ms
+        options.retries = retries
+        options.retry_backoff_ms = retry_backoff_ms
+        options.retry_backoff_max_ms = retry_backoff_max_ms
+        options.retry_seed = retry_seed
         return Connection(self._core.connect(uri, options, recvs))
 
 

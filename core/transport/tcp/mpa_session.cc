@@ -55,8 +55,9 @@ void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
   drive();
 }
 
-void MpaSession::reject(std::vector<std::uint8_t> private_data) {
+void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why) {
   if (finished_) return;
+  reject_reason_ = std::move(why);
   hs_.reject(std::move(private_data), Clock::now());
   drive();
 }
@@ -156,6 +157,9 @@ void MpaSession::establish() {
 
 void MpaSession::fail(cm::CmEvent event) {
   write_output();  // the Reject Reply or the Terminate goes out before the close
+  if (event.failure == cm::CmFailure::kLocalRejected && !reject_reason_.empty()) {
+    event.detail = reject_reason_;
+  }
   ConnectError e = setup_error(event.failure, std::move(event.detail));
   e.peer_frame = std::move(event.peer_frame);
   e.terminate = event.terminate;

@@ -44,7 +44,9 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
 
   void start();
   void accept(std::vector<std::uint8_t> private_data, QpCaps caps);
-  void reject(std::vector<std::uint8_t> private_data);
+  // `why`, when given, replaces the handshake's "the application rejected..." as the
+  // detail of the outcome (a listener rejecting on its own: overflow, decision timeout).
+  void reject(std::vector<std::uint8_t> private_data, std::string why = {});
   // Ends the session at once with an RST, without calling on_finished (the owner is
   // closing); a waiting application gets `why` as a setup failure.
   void abort(const std::string& why);
@@ -84,6 +86,7 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
   std::size_t octets_in_ = 0;         // bounded: setup frames are small
   std::optional<EventLoop::TimerId> timer_;
   bool finished_ = false;
+  std::string reject_reason_;
   Rendezvous<SetupResult> outcome_;
 };
 

@@ -3,18 +3,59 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "core/transport/tcp/connection_core.h"
 
 namespace rdma_interop::transport::tcp {
 
+bool retryable(const ConnectError& error, int tcp_errno) {
+  switch (error.kind) {
+    case ConnectError::Kind::kUnreachable:
+      return tcp_errno == ECONNREFUSED || tcp_errno == ECONNRESET;
+    case ConnectError::Kind::kSetup:
+      // A reset during setup: a listener that evicted us from its half-open queue, closed
+      // a Request that waited too long, or an older listener resetting over its backlog.
+      return error.failure == cm::CmFailure::kBacklogFull ||
+             error.failure == cm::CmFailure::kReplyTimeout ||
+             error.failure == cm::CmFailure::kConnectionReset;
+    case ConnectError::Kind::kTimeout:  // the Request went unanswered (drop policy)
+      return true;
+    case ConnectError::Kind::kAddressInUse:
+    case ConnectError::Kind::kInvalidArgument:
+      return false;
+  }
+  return false;
+}
+
+Millis retry_delay(const ConnectOptions& options, std::uint32_t retry, std::mt19937_64& rng) {
+  const std::int64_t base = std::max<std::int64_t>(options.retry_backoff.count(), 0);
+  const std::int64_t cap = std::max<std::int64_t>(options.retry_backoff_max.count(), 0);
+  std::int64_t ceiling = base;
+  for (std::uint32_t i = 1; i < retry && ceiling < cap; ++i) ceiling *= 2;
+  ceiling = std::min(ceiling, cap);
+  // Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): spreads a storm
+  // of clients that all failed at once over the whole window.
+  return Millis(std::uniform_int_distribution<std::int64_t>(0, ceiling)(rng));
+}
+
 Connector::Connector(EventLoop& loop, const sockaddr_in& peer, ConnectOptions options,
                      std::shared_ptr<Rendezvous<SetupResult>> result)
-    : loop_(loop), peer_(peer), options_(std::move(options)), result_(std::move(result)) {}
+    : loop_(loop),
+      peer_(peer),
+      options_(std::move(options)),
+      result_(std::move(result)),
+      rng_(options_.retry_seed != 0 ? options_.retry_seed : std::random_device{}()) {}
 
-void Connector::start() {
-  // The timer holds the connector until it has delivered its result.
+void Connector::start() { begin_attempt(); }
+
+void Connector::begin_attempt() {
+  ++attempts_;
+  retried_ = false;
+  attempt_over_ = false;
+  tcp_errno_ = 0;
+  // The timer holds the connector until the attempt has ended.
   deadline_ = loop_.add_timer(Clock::now() + options_.timeout, [self = shared_from_this()] {
     self->deadline_.reset();
     if (self->session_) self->session_->abort("connect timed out");
@@ -41,8 +82,9 @@ void Connector::attempt() {
     return;
   }
   if (errno != EINPROGRESS) {
+    const int err = errno;
     fail(ConnectError::Kind::kUnreachable,
-         "TCP connect to " + format_address(peer_) + " failed: " + errno_text(errno));
+         "TCP connect to " + format_address(peer_) + " failed: " + errno_text(err), err);
     return;
   }
   token_ = loop_.watch(fd_.get(), EPOLLOUT, shared_from_this());
@@ -50,12 +92,12 @@ void Connector::attempt() {
 }
 
 void Connector::on_io(std::uint32_t) {
-  if (done_) return;
+  if (attempt_over_) return;
   const int err = socket_error(fd_.get());
   stop_watching();
   if (err != 0) {
     fail(ConnectError::Kind::kUnreachable,
-         "TCP connect to " + format_address(peer_) + " failed: " + errno_text(err));
+         "TCP connect to " + format_address(peer_) + " failed: " + errno_text(err), err);
     return;
   }
   on_connected();
@@ -76,7 +118,7 @@ void Connector::on_connected() {
 }
 
 void Connector::on_session_finished(const SetupResult& result) {
-  if (done_) return;
+  if (attempt_over_) return;
   if (result.retry_revision1 && !retried_) {
     retried_ = true;
     session_.reset();
@@ -87,29 +129,38 @@ void Connector::on_session_finished(const SetupResult& result) {
     fail(ConnectError::Kind::kSetup, "the peer reset the revision-1 retry as well");
     return;
   }
-  deliver(result);
+  end_attempt(result);
 }
 
-void Connector::fail(ConnectError::Kind kind, std::string detail) {
+void Connector::fail(ConnectError::Kind kind, std::string detail, int tcp_errno) {
   ConnectError e;
   e.kind = kind;
   e.detail = std::move(detail);
   if (kind == ConnectError::Kind::kSetup) e.failure = cm::CmFailure::kConnectionReset;
-  deliver(SetupResult{nullptr, std::move(e)});
+  tcp_errno_ = tcp_errno;
+  end_attempt(SetupResult{nullptr, std::move(e)});
 }
 
-void Connector::deliver(SetupResult result) {
-  if (done_) return;
+void Connector::end_attempt(SetupResult result) {
+  if (attempt_over_ || done_) return;
   const auto self = shared_from_this();  // cancelling the deadline drops the timer's reference
-  done_ = true;
+  attempt_over_ = true;
   stop_watching();
   fd_.reset();
   session_.reset();
-  result_->set(std::move(result));
   if (deadline_) {
     loop_.cancel_timer(*deadline_);
     deadline_.reset();
   }
+  if (!result.connection && result.error && attempts_ <= options_.retries &&
+      retryable(*result.error, tcp_errno_)) {
+    const Millis pause = retry_delay(options_, attempts_, rng_);
+    loop_.add_timer(Clock::now() + pause, [self] { self->begin_attempt(); });
+    return;
+  }
+  done_ = true;
+  if (result.error) result.error->attempts = attempts_;
+  result_->set(std::move(result));
 }
 
 void Connector::stop_watching() {

@@ -9,48 +9,67 @@
 #include "core/transport/tcp/connection_core.h"
 
 namespace rdma_interop::transport::tcp {
+namespace {
+
+ConnectError listener_error(cm::CmFailure failure, std::string detail) {
+  ConnectError e;
+  e.kind = ConnectError::Kind::kSetup;
+  e.failure = failure;
+  e.detail = std::move(detail);
+  return e;
+}
+
+}  // namespace
+
+cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOptions& options) {
+  cm::BacklogConfig c;
+  c.backlog = static_cast<std::uint32_t>(std::max(options.backlog, 1));
+  c.overflow = options.overflow;
+  c.half_open_limit = options.half_open_limit;
+  c.request_timeout = policy.request_timeout;
+  c.decision_timeout = options.decision_timeout;
+  c.overflow_timeout = options.overflow_timeout;
+  return c;
+}
 
 ListenerCore::ListenerCore(EventLoop& loop, Fd listening, const cm::MpaPolicy& policy,
-                           int backlog)
+                           const ListenOptions& options)
     : loop_(loop),
       listening_(std::move(listening)),
       policy_(policy),
-      backlog_(static_cast<std::size_t>(std::max(backlog, 1))),
-      local_address_(local_address_of(listening_.get())) {}
+      local_address_(local_address_of(listening_.get())),
+      backlog_(backlog_config(policy, options)) {}
 
 void ListenerCore::start() {
-  token_ = loop_.watch(listening_.get(), EPOLLIN, shared_from_this());
+  interest_ = EPOLLIN;
+  token_ = loop_.watch(listening_.get(), interest_, shared_from_this());
   watching_ = true;
 }
 
 void ListenerCore::on_io(std::uint32_t) {
   // A bounded batch per wakeup; level-triggered epoll brings us back for the rest.
-  for (int i = 0; i < 64 && listening_; ++i) {
+  for (int i = 0; i < 64 && listening_ && interest_ != 0; ++i) {
     const int fd = ::accept4(listening_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: the connection stays in the kernel's queue. Level-triggered
         // epoll would report it again at once, so look away for a moment.
-        loop_.rewatch(token_, 0);
+        out_of_descriptors_ = true;
+        after_engine();
         loop_.add_timer(Clock::now() + std::chrono::milliseconds(100),
                         [weak = weak_from_this()] {
                           auto self = weak.lock();
-                          if (self && self->watching_) self->loop_.rewatch(self->token_, EPOLLIN);
+                          if (!self) return;
+                          self->out_of_descriptors_ = false;
+                          self->after_engine();
                         });
       }
       return;  // EAGAIN: nothing more to accept now
     }
     Fd socket(fd);
-    {
-      std::lock_guard lock(mu_);
-      counters_.tcp_accepted++;
-    }
-    if (tune_connection_socket(socket.get()) != 0) {
-      std::lock_guard lock(mu_);
-      counters_.setup_failures++;
-      continue;
-    }
+    const TimePoint now = Clock::now();
+    const cm::BacklogConnId id = next_id_++;
     std::weak_ptr<ListenerCore> weak = shared_from_this();
     MpaSession::Hooks hooks;
     hooks.on_request = [weak](const std::shared_ptr<MpaSession>& s) {
@@ -63,45 +82,210 @@ void ListenerCore::on_io(std::uint32_t) {
     hooks.on_finished = [weak](const std::shared_ptr<MpaSession>& s, const SetupResult& r) {
       if (auto self = weak.lock()) self->on_finished(s, r);
     };
+    const bool tuned = tune_connection_socket(socket.get()) == 0;
+    // The engine and the handshake share `now`, so a request timeout the handshake reports
+    // is one the engine also finds due (on_finished relies on it).
     auto session = std::make_shared<MpaSession>(
-        loop_, std::move(socket), cm::MpaHandshake::responder(policy_, Clock::now()),
-        std::nullopt, false, std::move(hooks));
+        loop_, std::move(socket), cm::MpaHandshake::responder(policy_, now), std::nullopt, false,
+        std::move(hooks));
+    std::vector<Deferred> work;
     {
       std::lock_guard lock(mu_);
-      in_setup_.insert(session);
+      sessions_[id] = Tracked{session, false};
+      ids_[session.get()] = id;
+      work = settle_locked(backlog_.on_tcp_accepted(id, now));
+      if (!tuned) {
+        work.push_back({session, cm::BacklogActionType::kClose});
+        settle_locked(backlog_.on_peer_gone(id));
+        sessions_.erase(id);
+        ids_.erase(session.get());
+        record_failure(session, listener_error(cm::CmFailure::kConnectionReset,
+                                               "cannot set TCP_NODELAY on the new connection"));
+      }
     }
-    session->start();
+    run_deferred(work);
+    if (tuned) session->start();
   }
+  after_engine();
 }
 
 void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
-  std::unique_lock lock(mu_);
-  counters_.requests++;
-  if (closed_ || ready_.size() >= backlog_) {
-    // Over the backlog: reset, so a peer that retries comes back later.
-    counters_.setup_failures++;
-    ConnectError overflow;
-    overflow.detail = closed_ ? "the listener is closed" : "the listener's backlog is full";
-    record_failure(session, std::move(overflow));
-    in_setup_.erase(session);
-    lock.unlock();
-    session->abort(closed_ ? "the listener is closed" : "the listener's backlog is full");
-    return;
+  std::vector<Deferred> work;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = ids_.find(session.get());
+    if (it == ids_.end() || closed_) {
+      work.push_back({session, cm::BacklogActionType::kClose});
+    } else {
+      if (auto t = sessions_.find(it->second); t != sessions_.end()) t->second.requested = true;
+      work = settle_locked(backlog_.on_request_complete(it->second, Clock::now()));
+    }
   }
-  ready_.push_back(session);
-  cv_.notify_all();
+  run_deferred(work);
+  after_engine();
 }
 
 void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
                                const SetupResult& result) {
-  std::lock_guard lock(mu_);
-  // Handed to the application: it learns the outcome from accept().
-  if (in_setup_.erase(session) == 0) return;
-  std::erase(ready_, session);
-  if (!result.connection) {
-    counters_.setup_failures++;
-    if (result.error) record_failure(session, *result.error);
+  std::vector<Deferred> work;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = ids_.find(session.get());
+    if (it == ids_.end()) return;  // closed by the listener: already accounted for
+    const cm::BacklogConnId id = it->second;
+    if (result.error && result.error->failure == cm::CmFailure::kRequestTimeout) {
+      // The handshake's request timeout and the engine's half-open expiry are one deadline:
+      // count it as the expiry it is, not as the peer going away.
+      work = settle_locked(backlog_.on_timer(Clock::now()), true);
+    }
+    auto more = settle_locked(backlog_.on_peer_gone(id));
+    work.insert(work.end(), more.begin(), more.end());
+    const auto tracked = sessions_.find(id);
+    if (tracked != sessions_.end()) {
+      if (!tracked->second.handed_out && !result.connection) {
+        // Handed out: the application learns the outcome from accept().
+        std::erase_if(ready_, [&](const Handout& h) { return h.id == id; });
+        if (result.error) record_failure(session, *result.error);
+      }
+      sessions_.erase(tracked);
+    }
+    ids_.erase(session.get());
   }
+  run_deferred(work);
+  after_engine();
+}
+
+bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
+  std::vector<Deferred> work;
+  bool held = false;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<cm::BacklogAction> actions;
+    held = accept ? backlog_.on_accepted(id, actions) : backlog_.on_rejected(id, actions);
+    work = settle_locked(actions);
+  }
+  run_deferred(work);
+  after_engine();
+  return held;
+}
+
+std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
+    const std::vector<cm::BacklogAction>& actions, bool expiry) {
+  // Events first: their peer addresses come from sessions the actions below may forget.
+  for (const auto& e : backlog_.take_events()) {
+    const auto it = sessions_.find(e.id);
+    if (events_.size() == Listener::kMaxBacklogEvents) events_.pop_front();
+    events_.push_back({e.type, e.reason,
+                       it == sessions_.end() ? std::string() : it->second.session->peer_address(),
+                       e.pending});
+  }
+  std::vector<Deferred> work;
+  for (const auto& a : actions) {
+    const auto it = sessions_.find(a.id);
+    if (it == sessions_.end()) continue;  // already gone (its end is being reported)
+    const auto session = it->second.session;
+    if (a.type == cm::BacklogActionType::kDeliver) {
+      ready_.push_back({session, a.id});
+      cv_.notify_one();
+      continue;
+    }
+    std::erase_if(ready_, [&](const Handout& h) { return h.id == a.id; });
+    switch (a.type) {
+      case cm::BacklogActionType::kRejectOverflow:
+        record_failure(session, listener_error(cm::CmFailure::kBacklogFull,
+                                               "over the backlog: rejected with the overflow "
+                                               "marker"));
+        break;
+      case cm::BacklogActionType::kClose:
+        if (it->second.requested) {
+          record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
+                                                 "over the backlog (drop policy) for longer "
+                                                 "than the overflow timeout: closed"));
+        } else if (expiry) {
+          record_failure(session, listener_error(cm::CmFailure::kRequestTimeout,
+                                                 "no complete MPA Request within " +
+                                                     std::to_string(policy_.request_timeout.count()) +
+                                                     " ms"));
+        } else {
+          record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
+                                                 "evicted: the half-open queue was full and "
+                                                 "this was its oldest connection"));
+        }
+        break;
+      case cm::BacklogActionType::kRejectExpired:
+        if (!it->second.handed_out) {
+          record_failure(session, listener_error(cm::CmFailure::kLocalRejected,
+                                                 "the application did not decide within the "
+                                                 "decision timeout"));
+        }
+        break;
+      case cm::BacklogActionType::kDeliver:
+        break;
+    }
+    ids_.erase(session.get());
+    sessions_.erase(it);
+    work.push_back({session, a.type});
+  }
+  return work;
+}
+
+void ListenerCore::run_deferred(const std::vector<Deferred>& work) {
+  for (const auto& w : work) {
+    switch (w.action) {
+      case cm::BacklogActionType::kRejectOverflow:
+        w.session->reject(cm::backlog_full_private_data(),
+                          "the listener's backlog is full (overflow Reject sent)");
+        break;
+      case cm::BacklogActionType::kRejectExpired:
+        w.session->reject({}, "no decision within the listener's decision timeout: rejected");
+        break;
+      case cm::BacklogActionType::kClose:
+        w.session->abort("closed by the listener's backlog (expired, evicted or dropped)");
+        break;
+      case cm::BacklogActionType::kDeliver:
+        break;
+    }
+  }
+}
+
+void ListenerCore::after_engine() {
+  std::optional<TimePoint> deadline;
+  bool pause = out_of_descriptors_;
+  {
+    std::lock_guard lock(mu_);
+    deadline = backlog_.next_deadline();
+    // drop policy: while a Request waits for a slot, leave new connections in the kernel's
+    // accept queue (TCP's own backlog) instead of reading more Requests we cannot serve.
+    const auto c = backlog_.counters();
+    if (backlog_.config().overflow == cm::BacklogOverflow::kDrop && c.overflow_waiting > 0) {
+      pause = true;
+    }
+    if (closed_) return;
+  }
+  const std::uint32_t want = pause ? 0u : static_cast<std::uint32_t>(EPOLLIN);
+  if (watching_ && want != interest_) {
+    interest_ = want;
+    loop_.rewatch(token_, interest_);
+  }
+  if (timer_ && (!deadline || timer_->first != *deadline)) {
+    loop_.cancel_timer(*timer_);
+    timer_.reset();
+  }
+  if (!deadline || timer_) return;
+  timer_ = loop_.add_timer(*deadline, [weak = weak_from_this()] {
+    if (auto self = weak.lock()) self->on_timer();
+  });
+}
+
+void ListenerCore::on_timer() {
+  timer_.reset();
+  std::vector<Deferred> work;
+  {
+    std::lock_guard lock(mu_);
+    work = settle_locked(backlog_.on_timer(Clock::now()), true);
+  }
+  run_deferred(work);
+  after_engine();
 }
 
 void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session,
@@ -120,52 +304,78 @@ std::vector<Listener::SetupFailure> ListenerCore::take_setup_failures() {
   return out;
 }
 
-std::shared_ptr<MpaSession> ListenerCore::next_request(Millis timeout) {
-  std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return !ready_.empty() || closed_; });
-  if (ready_.empty() || closed_) return nullptr;
-  auto session = std::move(ready_.front());
-  ready_.pop_front();
-  in_setup_.erase(session);
-  return session;
+std::vector<Listener::BacklogEvent> ListenerCore::take_backlog_events() {
+  std::lock_guard lock(mu_);
+  std::vector<Listener::BacklogEvent> out(std::make_move_iterator(events_.begin()),
+                                          std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
 }
 
-Listener::Counters ListenerCore::counters() const {
+std::optional<ListenerCore::Handout> ListenerCore::next_request(Millis timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !ready_.empty() || closed_; });
+  if (ready_.empty() || closed_) return std::nullopt;
+  Handout h = std::move(ready_.front());
+  ready_.pop_front();
+  if (auto it = sessions_.find(h.id); it != sessions_.end()) it->second.handed_out = true;
+  return h;
+}
+
+cm::BacklogCounters ListenerCore::counters() const {
   std::lock_guard lock(mu_);
-  return counters_;
+  return backlog_.counters();
 }
 
 void ListenerCore::close() {
   loop_.run([this] {
-    std::unordered_set<std::shared_ptr<MpaSession>> sessions;
+    std::vector<std::shared_ptr<MpaSession>> doomed;
     {
       std::lock_guard lock(mu_);
       if (closed_) return;
       closed_ = true;
-      sessions.swap(in_setup_);
       ready_.clear();
+      // Requests the application holds stay its to decide; everything else goes now, each
+      // counted as aborted so the counters still add up.
+      for (auto it = sessions_.begin(); it != sessions_.end();) {
+        if (it->second.handed_out) {
+          ++it;
+          continue;
+        }
+        settle_locked(backlog_.on_peer_gone(it->first));
+        ids_.erase(it->second.session.get());
+        doomed.push_back(std::move(it->second.session));
+        it = sessions_.erase(it);
+      }
+    }
+    if (timer_) {
+      loop_.cancel_timer(*timer_);
+      timer_.reset();
     }
     if (watching_) {
       loop_.unwatch(token_);
       watching_ = false;
     }
     listening_.reset();
-    for (const auto& s : sessions) s->abort("the listener is closed");
+    for (const auto& s : doomed) s->abort("the listener is closed");
   });
   cv_.notify_all();
 }
 
 std::unique_ptr<PendingConnection> TcpListener::next_request(Millis timeout) {
-  auto session = core_->next_request(timeout);
-  if (!session) return nullptr;
-  return std::make_unique<TcpPendingConnection>(loop_, std::move(session));
+  auto handout = core_->next_request(timeout);
+  if (!handout) return nullptr;
+  return std::make_unique<TcpPendingConnection>(loop_, core_, std::move(*handout));
 }
 
 TcpPendingConnection::~TcpPendingConnection() {
   std::lock_guard lock(mu_);
   if (decided_) return;
   // An undecided Request gets a polite answer rather than a silent close.
-  loop_->post([session = session_] { session->reject({}); });
+  loop_->post([core = core_, id = id_, session = session_] {
+    if (auto c = core.lock(); c && !c->decide(id, false)) return;
+    session->reject({});
+  });
 }
 
 Expected<std::unique_ptr<Connection>, ConnectError> TcpPendingConnection::accept(
@@ -180,9 +390,12 @@ Expected<std::unique_ptr<Connection>, ConnectError> TcpPendingConnection::accept
     }
     decided_ = true;
   }
-  loop_->post([session = session_, pd = std::move(private_data), caps]() mutable {
-    session->accept(std::move(pd), std::move(caps));
-  });
+  loop_->post(
+      [core = core_, id = id_, session = session_, pd = std::move(private_data), caps]() mutable {
+        // Too late (expired, or the peer left): the session already has its outcome.
+        if (auto c = core.lock(); c && !c->decide(id, true)) return;
+        session->accept(std::move(pd), std::move(caps));
+      });
   // MPA setup bounds the wait: the RTR timeout in peer-to-peer mode, none otherwise.
   SetupResult result = session_->outcome().take();
   if (result.connection) {
@@ -198,7 +411,8 @@ void TcpPendingConnection::reject(std::vector<std::uint8_t> private_data) {
     if (decided_) return;
     decided_ = true;
   }
-  loop_->post([session = session_, pd = std::move(private_data)]() mutable {
+  loop_->post([core = core_, id = id_, session = session_, pd = std::move(private_data)]() mutable {
+    if (auto c = core.lock(); c && !c->decide(id, false)) return;
     session->reject(std::move(pd));
   });
 }

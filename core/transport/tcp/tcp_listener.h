@@ -1,57 +1,108 @@
 // tcp_listener.h - the responder side: accept TCP connections, run MPA setup on each, and
 // queue valid Requests for the application (next_request -> accept/reject).
 //
-// At most `backlog` Requests wait for the application; more are reset and counted. Every
-// connection that fails before its Request reached the application (timeouts, garbage,
-// the peer giving up while queued) is counted in setup_failures and never returned.
+// The listener's backlog is a cm::ListenBacklog (core/cm/listen_backlog.h) driven from the
+// event thread: a TCP connection is half-open while its MpaSession waits for the Request; a
+// complete Request takes a backlog slot (delivered to next_request) until the application
+// accepts or rejects it, or the decision timeout expires it. Over the backlog, by the
+// listener's policy: `reject` answers at once with the MPA Reject carrying
+// cm::kBacklogFullMarker; `drop` leaves the Request unanswered in FIFO order until a slot
+// frees or it expires, and meanwhile stops accepting new TCP connections, so newcomers wait
+// in the kernel's accept queue as they would for a TCP server. The engine's counters and
+// events are the listener's; every connection that ends before its Request reached the
+// application is also reported once through take_setup_failures().
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
+#include <vector>
 
+#include "core/cm/listen_backlog.h"
 #include "core/transport/provider.h"
 #include "core/transport/tcp/event_loop.h"
 #include "core/transport/tcp/mpa_session.h"
 
 namespace rdma_interop::transport::tcp {
 
+// The engine's configuration for a tcp listener: ListenOptions plus the policy's request
+// timeout as the half-open expiry.
+cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOptions& options);
+
 class ListenerCore : public IoHandler, public std::enable_shared_from_this<ListenerCore> {
  public:
-  ListenerCore(EventLoop& loop, Fd listening, const cm::MpaPolicy& policy, int backlog);
+  ListenerCore(EventLoop& loop, Fd listening, const cm::MpaPolicy& policy,
+               const ListenOptions& options);
 
   void start();  // event thread
   // Application side, any thread.
-  std::shared_ptr<MpaSession> next_request(Millis timeout);
-  Listener::Counters counters() const;
+  struct Handout {
+    std::shared_ptr<MpaSession> session;
+    cm::BacklogConnId id = 0;
+  };
+  std::optional<Handout> next_request(Millis timeout);
+  cm::BacklogCounters counters() const;
+  std::vector<Listener::BacklogEvent> take_backlog_events();
   std::vector<Listener::SetupFailure> take_setup_failures();
   void close();
   const std::string& local_address() const { return local_address_; }
 
+  // Event thread: the application decided on a handed-out Request. False when the Request
+  // no longer holds a slot (it expired, or its peer went away): the decision is void and
+  // the session already has its outcome.
+  bool decide(cm::BacklogConnId id, bool accept);
+
   void on_io(std::uint32_t events) override;
 
  private:
+  // A session the listener still owns (until it finishes or the listener closes it).
+  struct Tracked {
+    std::shared_ptr<MpaSession> session;
+    bool requested = false;  // its Request was complete (no longer half-open)
+    bool handed_out = false;
+  };
+  // What to do to a session once mu_ is released (its hooks take mu_).
+  struct Deferred {
+    std::shared_ptr<MpaSession> session;
+    cm::BacklogActionType action;
+  };
+
   void on_request(const std::shared_ptr<MpaSession>& session);
   void on_finished(const std::shared_ptr<MpaSession>& session, const SetupResult& result);
+  // mu_ held: turns the engine's output into ready_ entries, events and failures, and
+  // returns the socket work for after the unlock.
+  // `expiry`: the actions come from the engine's timer (a kClose is then an expiry, not an
+  // eviction), for the failure reported.
+  std::vector<Deferred> settle_locked(const std::vector<cm::BacklogAction>& actions,
+                                      bool expiry = false);
+  void run_deferred(const std::vector<Deferred>& work);  // mu_ not held
+  void after_engine();                                   // event thread, mu_ not held
+  void record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error);
+  void on_timer();
 
   EventLoop& loop_;
   Fd listening_;
   EventLoop::Token token_ = 0;
   bool watching_ = false;
+  std::uint32_t interest_ = 0;
+  bool out_of_descriptors_ = false;  // accept paused for a moment (EMFILE)
   const cm::MpaPolicy policy_;
-  const std::size_t backlog_;
   const std::string local_address_;
+  std::optional<EventLoop::TimerId> timer_;
+  cm::BacklogConnId next_id_ = 1;  // event thread
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<MpaSession>> ready_;            // Requests for the application
-  std::unordered_set<std::shared_ptr<MpaSession>> in_setup_;  // not yet handed out
-  Listener::Counters counters_;
-  std::deque<Listener::SetupFailure> failures_;  // guarded by mu_
-  void record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error);
+  cm::ListenBacklog backlog_;                                 // guarded by mu_
+  std::unordered_map<cm::BacklogConnId, Tracked> sessions_;   // guarded by mu_
+  std::unordered_map<const MpaSession*, cm::BacklogConnId> ids_;
+  std::deque<Handout> ready_;                                 // delivered, not yet taken
+  std::deque<Listener::BacklogEvent> events_;
+  std::deque<Listener::SetupFailure> failures_;
   bool closed_ = false;
 };
 
@@ -64,6 +115,9 @@ class TcpListener final : public Listener {
   std::string local_address() const override { return core_->local_address(); }
   std::unique_ptr<PendingConnection> next_request(Millis timeout) override;
   Counters counters() const override { return core_->counters(); }
+  std::vector<BacklogEvent> take_backlog_events() override {
+    return core_->take_backlog_events();
+  }
   std::vector<SetupFailure> take_setup_failures() override {
     return core_->take_setup_failures();
   }
@@ -74,11 +128,17 @@ class TcpListener final : public Listener {
   std::shared_ptr<ListenerCore> core_;
 };
 
-// A Request handed to the application. Destroying it undecided rejects it.
+// A Request handed to the application. Destroying it undecided rejects it. Its decision
+// frees the backlog slot; after the decision timeout accept() fails (local_rejected, the
+// detail says the decision came too late).
 class TcpPendingConnection final : public PendingConnection {
  public:
-  TcpPendingConnection(std::shared_ptr<EventLoop> loop, std::shared_ptr<MpaSession> session)
-      : loop_(std::move(loop)), session_(std::move(session)) {}
+  TcpPendingConnection(std::shared_ptr<EventLoop> loop, std::weak_ptr<ListenerCore> core,
+                       ListenerCore::Handout handout)
+      : loop_(std::move(loop)),
+        core_(std::move(core)),
+        session_(std::move(handout.session)),
+        id_(handout.id) {}
   ~TcpPendingConnection() override;
 
   const wire::MpaFrame& request() const override { return session_->request(); }
@@ -89,7 +149,9 @@ class TcpPendingConnection final : public PendingConnection {
 
  private:
   std::shared_ptr<EventLoop> loop_;
+  std::weak_ptr<ListenerCore> core_;
   std::shared_ptr<MpaSession> session_;
+  cm::BacklogConnId id_;
   std::mutex mu_;
   bool decided_ = false;
 };

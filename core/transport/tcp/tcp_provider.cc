@@ -2,8 +2,10 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "core/telemetry/publisher.h"
 #include "core/transport/tcp/connection_core.h"
 #include "core/transport/tcp/event_loop.h"
 #include "core/transport/tcp/tcp_connector.h"
@@ -35,16 +37,62 @@ std::optional<ConnectError> check_uri(const ProviderUri& where) {
   return std::nullopt;
 }
 
+// A listener as the application sees it, plus its telemetry registration: registered while
+// it lives, unregistered (before the listener goes) when it is destroyed or closed.
+class PublishedListener final : public Listener {
+ public:
+  PublishedListener(std::unique_ptr<Listener> inner,
+                    std::shared_ptr<telemetry::Publisher> publisher, cm::BacklogOverflow overflow)
+      : inner_(std::move(inner)) {
+    const std::string address = inner_->local_address();
+    registration_ = telemetry::PublisherRegistration(
+        std::move(publisher), [listener = inner_.get(), address, overflow] {
+          telemetry::ListenerSnapshot s;
+          s.local_address = address;
+          s.scheme = "tcp";
+          s.overflow = overflow;
+          s.counters = listener->counters();
+          return s;
+        });
+  }
+  ~PublishedListener() override { registration_.reset(); }
+
+  std::string local_address() const override { return inner_->local_address(); }
+  std::unique_ptr<PendingConnection> next_request(Millis timeout) override {
+    return inner_->next_request(timeout);
+  }
+  Counters counters() const override { return inner_->counters(); }
+  std::vector<SetupFailure> take_setup_failures() override {
+    return inner_->take_setup_failures();
+  }
+  std::vector<BacklogEvent> take_backlog_events() override {
+    return inner_->take_backlog_events();
+  }
+  void close() override {
+    // A closed listener no longer listens: it leaves backlog-stat at once.
+    registration_.reset();
+    inner_->close();
+  }
+
+ private:
+  std::unique_ptr<Listener> inner_;
+  telemetry::PublisherRegistration registration_;
+};
+
 class TcpProvider final : public Provider {
  public:
   std::string_view scheme() const override { return "tcp"; }
 
   Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
                                                            const cm::MpaPolicy& policy,
-                                                           int backlog) override {
+                                                           const ListenOptions& options) override {
+    const int backlog = options.backlog;
     if (auto e = check_uri(where)) return unexpected(std::move(*e));
     if (auto e = check_policy(policy)) return unexpected(std::move(*e));
     if (backlog < 1) return unexpected(invalid("backlog must be at least 1"));
+    if (options.decision_timeout.count() <= 0 || options.overflow_timeout.count() <= 0) {
+      return unexpected(invalid("decision and overflow timeouts must be positive"));
+    }
     const auto address = resolve_ipv4(where.host, where.port);
     if (!address) return unexpected(invalid(address.error()));
     auto socket = make_tcp_socket();
@@ -58,15 +106,23 @@ class TcpProvider final : public Provider {
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
       return unexpected(std::move(e));
     }
-    if (::listen(fd.get(), backlog) != 0) {
+    // The kernel's accept queue only buffers bursts until the event thread takes them into
+    // the half-open queue; the MPA backlog itself is the engine's (tcp_listener.h).
+    const std::uint32_t half_open_limit = options.half_open_limit != 0
+                                              ? options.half_open_limit
+                                              : cm::default_half_open_limit(backlog);
+    const int kernel_backlog =
+        static_cast<int>(std::min<std::uint32_t>(std::max<std::uint32_t>(backlog, half_open_limit), 4096));
+    if (::listen(fd.get(), kernel_backlog) != 0) {
       const int err = errno;
       ConnectError e = invalid("cannot listen on " + where.to_string() + ": " + errno_text(err));
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
       return unexpected(std::move(e));
     }
-    auto core = std::make_shared<ListenerCore>(*loop_, std::move(fd), policy, backlog);
+    auto core = std::make_shared<ListenerCore>(*loop_, std::move(fd), policy, options);
     loop_->run([&] { core->start(); });
-    return std::unique_ptr<Listener>(std::make_unique<TcpListener>(loop_, std::move(core)));
+    return std::unique_ptr<Listener>(std::make_unique<PublishedListener>(
+        std::make_unique<TcpListener>(loop_, std::move(core)), publisher_, options.overflow));
   }
 
   Expected<std::unique_ptr<Connection>, ConnectError> connect(
@@ -96,6 +152,9 @@ class TcpProvider final : public Provider {
 
  private:
   std::shared_ptr<EventLoop> loop_ = std::make_shared<EventLoop>();
+  // Shared with the listeners' registrations: a listener may outlive the provider. Touches
+  // the file system only when the first listener registers.
+  std::shared_ptr<telemetry::Publisher> publisher_ = std::make_shared<telemetry::Publisher>();
 };
 
 }  // namespace

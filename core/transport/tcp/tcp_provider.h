@@ -3,6 +3,11 @@
 // One event thread per provider (event_loop.h) drives every socket of its listeners and
 // connections. Listeners and connections keep that thread alive, so they may outlive the
 // Provider object; the thread is joined when the last of them is destroyed.
+//
+// Telemetry: the provider owns a telemetry::Publisher (core/telemetry/publisher.h) and every
+// listener it creates registers its snapshot there for as long as it lives, so backlog-stat
+// sees it under $RDMA_INTEROP_RUN_DIR (default /run/rdma-interop). An unusable run
+// directory turns telemetry off with one warning; it never fails listen().
 #pragma once
 
 #include <memory>

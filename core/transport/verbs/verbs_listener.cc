@@ -154,7 +154,9 @@ VerbsListenerCore::VerbsListenerCore(tcp::EventLoop& loop, CmChannel& channel,
       channel_(channel),
       policy_(policy),
       options_(options),
-      backlog_(static_cast<std::size_t>(std::max(backlog, 1))) {}
+      backlog_(static_cast<std::size_t>(std::max(backlog, 1))) {
+  counters_.backlog = static_cast<std::uint32_t>(backlog_);
+}
 
 std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
   const std::string text = format_sockaddr(where.get());
@@ -202,12 +204,14 @@ void VerbsListenerCore::on_cm_event(const CmEvent& e) {
   std::shared_ptr<PendingRequest> request;
   {
     std::lock_guard lock(mu_);
-    counters_.tcp_accepted++;
     counters_.requests++;
     if (!closed_ && ready_.size() < backlog_) {
       request =
           std::make_shared<PendingRequest>(loop_, channel_, weak_from_this(), e, policy_, options_);
-    } else if (!closed_) {
+    } else {
+      counters_.overflow_rejected++;
+    }
+    if (!request && !closed_) {
       record_failure(
           format_sockaddr(rdma_get_peer_addr(e.id)),
           error_of(ConnectError::Kind::kSetup, "over the backlog of " + std::to_string(backlog_) +
@@ -222,6 +226,8 @@ void VerbsListenerCore::on_cm_event(const CmEvent& e) {
   channel_.attach(e.id, request);
   std::lock_guard lock(mu_);
   ready_.push_back(std::move(request));
+  counters_.pending = static_cast<std::uint32_t>(ready_.size());
+  counters_.high_water = std::max(counters_.high_water, counters_.pending);
   cv_.notify_one();
 }
 
@@ -231,6 +237,8 @@ void VerbsListenerCore::request_gone(const std::shared_ptr<PendingRequest>& requ
   const auto it = std::find(ready_.begin(), ready_.end(), request);
   if (it == ready_.end()) return;  // handed out: accept() reports it
   ready_.erase(it);
+  counters_.pending = static_cast<std::uint32_t>(ready_.size());
+  counters_.pending_aborted++;
   record_failure(request->peer_address(),
                  error_of(ConnectError::Kind::kSetup,
                           "the requester gave up before the request was taken: " + why,
@@ -238,7 +246,6 @@ void VerbsListenerCore::request_gone(const std::shared_ptr<PendingRequest>& requ
 }
 
 void VerbsListenerCore::record_failure(const std::string& peer, ConnectError error) {
-  counters_.setup_failures++;
   failures_.push_back(Listener::SetupFailure{peer, std::move(error), 0.0});
   while (failures_.size() > Listener::kMaxSetupFailures) failures_.pop_front();
 }
@@ -249,6 +256,8 @@ std::shared_ptr<PendingRequest> VerbsListenerCore::next_request(Millis timeout) 
   if (ready_.empty()) return nullptr;
   auto request = std::move(ready_.front());
   ready_.pop_front();
+  counters_.pending = static_cast<std::uint32_t>(ready_.size());
+  counters_.accepted++;  // rdma_cm freed its slot when the event was read (see the header)
   return request;
 }
 

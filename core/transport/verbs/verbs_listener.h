@@ -7,8 +7,11 @@
 // request whose peer gives up while it waits (REJECTED, CONNECT_ERROR, DISCONNECTED on its
 // id) is dropped and reported the same way.
 //
-// Counters: tcp_accepted and requests both count CONNECT_REQUEST events (rdma_cm shows no
-// separate transport-level accept); setup_failures the requests dropped as above.
+// Counters (cm::BacklogCounters): requests counts CONNECT_REQUEST events (rdma_cm shows no
+// half-open stage: half_open_* stay 0); over the backlog is overflow_rejected; a requester
+// that gives up while queued is pending_aborted. rdma_cm frees the kernel's slot when user
+// space reads the request, so a request taken by next_request() leaves the backlog then and
+// is counted in `accepted` (the application's later decision is not seen here).
 //
 // request() is a synthesized MPA frame: rdma_cm shows the private data and the requested
 // RDMA Read depths, not the MPA exchange (for iWARP the kernel does MPA; IB and RoCE have

@@ -46,7 +46,10 @@ class VerbsProvider final : public Provider {
 
   Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
                                                            const cm::MpaPolicy& policy,
-                                                           int backlog) override {
+                                                           const ListenOptions& listen_options) override {
+    // rdma_cm has one overflow behaviour per transport (iWARP rejects, IB drops) and no
+    // half-open stage or decision timeout of ours: only the backlog applies here.
+    const int backlog = listen_options.backlog;
     auto options = check_uri(where);
     if (!options) return unexpected(options.error());
     if (auto e = check_policy(policy)) return unexpected(std::move(*e));

@@ -1,0 +1,18 @@
+// counters_json.h - cm::BacklogCounters as a JSON object, one key per field, named as the
+// struct names them. Shared by the telemetry files and backlog-stat --json, so the two can
+// never disagree about a name.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/cm/backlog_counters.h"
+#include "core/util/expected.h"
+
+namespace rdma_interop::telemetry {
+
+nlohmann::ordered_json counters_to_json(const cm::BacklogCounters& c);
+// Every field must be present as an unsigned integer that fits; unknown keys are ignored.
+Expected<cm::BacklogCounters, std::string> counters_from_json(const nlohmann::json& j);
+
+}  // namespace rdma_interop::telemetry

@@ -1,0 +1,109 @@
+// publisher.h - publishes one process's listener snapshots to the run directory
+// (run_dir.h) for backlog-stat, owned by a provider: no global state, one file per
+// publisher (a process with one provider has one file).
+//
+// Listeners register a function that returns their current snapshot. The publisher writes
+// the file at once on every register and unregister, and otherwise polls the functions
+// every `interval` (100 ms) from its own thread and rewrites the file only when a snapshot
+// changed: at most ten writes a second, and nothing while the node is idle.
+//
+// Nothing touches the file system until the first register. If the run directory cannot
+// be created or written, telemetry is off for this publisher after one warning on stderr;
+// registering still succeeds (telemetry never fails a listen()).
+//
+// Threading: every member is thread-safe. The snapshot functions are called with the
+// publisher's lock held, from the registering thread or the publisher's thread, never after
+// their unregister returned: a function may refer to an object that unregisters in its
+// destructor. They must not call back into the publisher.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/telemetry/listener_snapshot.h"
+
+namespace rdma_interop::telemetry {
+
+class Publisher {
+ public:
+  struct Options {
+    std::filesystem::path run_dir;              // where the file goes
+    std::chrono::milliseconds interval{100};    // change polling period
+    pid_t pid = 0;                              // 0: getpid()
+    std::string process_name;                   // empty: /proc/self/comm
+  };
+  using SnapshotFn = std::function<ListenerSnapshot()>;
+  using Id = std::uint64_t;
+
+  explicit Publisher(Options options);
+  // The run directory from the environment (run_dir_from_environment()), default options.
+  Publisher();
+  // Stops the thread and removes the file.
+  ~Publisher();
+  Publisher(const Publisher&) = delete;
+  Publisher& operator=(const Publisher&) = delete;
+
+  Id register_listener(SnapshotFn snapshot);
+  // Unknown or already unregistered ids are ignored.
+  void unregister_listener(Id id);
+
+  // False once the run directory proved unusable (the warning has been printed).
+  bool enabled() const;
+  // The file this publisher writes (it exists only while at least one write succeeded).
+  const std::filesystem::path& file() const { return file_; }
+  // How many times the file was written (its "sequence" is this number).
+  std::uint64_t writes() const;
+
+ private:
+  void publish_locked();  // takes the snapshots and writes them
+  void run();             // the polling thread
+  void disable_locked(const std::string& why);
+
+  const Options options_;
+  const std::filesystem::path file_;
+  const std::string file_name_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Id, SnapshotFn> listeners_;  // by id: the file lists them in registration order
+  Id next_id_ = 1;
+  std::optional<std::vector<ListenerSnapshot>> last_;  // what the file holds now
+  std::uint64_t sequence_ = 0;
+  bool dir_ready_ = false;
+  bool disabled_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Keeps one listener registered for as long as it lives. Holds the publisher alive, so a
+// listener may outlive the provider that created it.
+class PublisherRegistration {
+ public:
+  PublisherRegistration() = default;
+  PublisherRegistration(std::shared_ptr<Publisher> publisher, Publisher::SnapshotFn snapshot);
+  ~PublisherRegistration() { reset(); }
+  PublisherRegistration(PublisherRegistration&& other) noexcept;
+  PublisherRegistration& operator=(PublisherRegistration&& other) noexcept;
+  PublisherRegistration(const PublisherRegistration&) = delete;
+  PublisherRegistration& operator=(const PublisherRegistration&) = delete;
+
+  void reset();  // unregisters now
+
+ private:
+  std::shared_ptr<Publisher> publisher_;
+  Publisher::Id id_ = 0;
+};
+
+}  // namespace rdma_interop::telemetry

@@ -1,0 +1,169 @@
+// The publisher: a file at once on register and unregister, changes within the interval,
+// no rewrites while nothing changes, its file gone with it, and never a failure when the
+// run directory is unusable.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/telemetry/publisher.h"
+#include "core/telemetry/run_dir.h"
+#include "telemetry_test_util.h"
+
+namespace rdma_interop::telemetry {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::TempRunDir;
+
+Publisher::Options options(const fs::path& dir) {
+  Publisher::Options o;
+  o.run_dir = dir;
+  o.interval = 20ms;
+  return o;
+}
+
+ProcessSnapshot read(const fs::path& file) {
+  std::ifstream in(file);
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto s = parse_snapshot(text.str());
+  EXPECT_TRUE(s) << s.error();
+  return s ? *s : ProcessSnapshot{};
+}
+
+// Waits up to 2 s for `done`.
+template <class F>
+bool eventually(F done) {
+  for (int i = 0; i < 200; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return done();
+}
+
+TEST(TelemetryPublisher, NothingOnDiskBeforeTheFirstListener) {
+  TempRunDir tmp;
+  const auto dir = tmp.path() / "run";
+  {
+    Publisher p(options(dir));
+    EXPECT_FALSE(fs::exists(dir));
+  }
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST(TelemetryPublisher, PublishesAtOnceOnRegisterAndUnregister) {
+  TempRunDir tmp;
+  auto o = options(tmp.path() / "run");
+  o.interval = 1h;  // only the registrations themselves write
+  Publisher p(o);
+  const auto a = p.register_listener([] { return testing::listener("127.0.0.1:1"); });
+  ASSERT_TRUE(fs::exists(p.file()));
+  auto s = read(p.file());
+  EXPECT_EQ(s.pid, ::getpid());
+  EXPECT_FALSE(s.process.empty());
+  EXPECT_EQ(s.sequence, 1u);
+  ASSERT_EQ(s.listeners.size(), 1u);
+
+  const auto b = p.register_listener([] { return testing::listener("127.0.0.1:2"); });
+  s = read(p.file());
+  EXPECT_EQ(s.sequence, 2u);
+  ASSERT_EQ(s.listeners.size(), 2u);
+  EXPECT_EQ(s.listeners[1].local_address, "127.0.0.1:2");
+
+  p.unregister_listener(a);
+  s = read(p.file());
+  ASSERT_EQ(s.listeners.size(), 1u);
+  EXPECT_EQ(s.listeners[0].local_address, "127.0.0.1:2");
+  p.unregister_listener(b);
+  p.unregister_listener(b);  // twice: ignored
+  EXPECT_TRUE(read(p.file()).listeners.empty());
+  EXPECT_EQ(p.writes(), 4u);
+}
+
+TEST(TelemetryPublisher, ChangesArePublishedWithinTheIntervalAndOnlyThen) {
+  TempRunDir tmp;
+  Publisher p(options(tmp.path()));
+  std::atomic<std::uint32_t> pending{0};
+  p.register_listener([&] { return testing::listener("127.0.0.1:1", pending.load()); });
+  std::this_thread::sleep_for(100ms);  // five intervals, nothing changed
+  EXPECT_EQ(p.writes(), 1u);
+  pending = 5;
+  ASSERT_TRUE(eventually([&] { return read(p.file()).listeners.at(0).counters.pending == 5; }));
+  EXPECT_EQ(p.writes(), 2u);
+  const auto s = read(p.file());
+  EXPECT_GT(s.monotonic_ns, 0);
+  EXPECT_GT(s.wall_ms, 1'600'000'000'000);  // after 2020: a Unix time in ms
+}
+
+TEST(TelemetryPublisher, RateIsBoundedUnderConstantChange) {
+  TempRunDir tmp;
+  auto o = options(tmp.path());
+  o.interval = 100ms;
+  Publisher p(o);
+  std::atomic<std::uint32_t> n{0};
+  p.register_listener([&] { return testing::listener("127.0.0.1:1", n++); });
+  std::this_thread::sleep_for(550ms);
+  // Changed on every look: one write per interval, plus the register's own.
+  EXPECT_LE(p.writes(), 7u);
+  EXPECT_GE(p.writes(), 2u);  // loose: 2 shared cores may delay the thread
+}
+
+TEST(TelemetryPublisher, FileRemovedOnDestruction) {
+  TempRunDir tmp;
+  fs::path file;
+  {
+    Publisher p(options(tmp.path()));
+    p.register_listener([] { return testing::listener("127.0.0.1:1"); });
+    file = p.file();
+    ASSERT_TRUE(fs::exists(file));
+  }
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_EQ(std::distance(fs::directory_iterator(tmp.path()), {}), 0);
+}
+
+TEST(TelemetryPublisher, TwoPublishersInOneProcessHaveTheirOwnFiles) {
+  TempRunDir tmp;
+  Publisher a(options(tmp.path()));
+  Publisher b(options(tmp.path()));
+  EXPECT_NE(a.file(), b.file());
+  a.register_listener([] { return testing::listener("127.0.0.1:1"); });
+  b.register_listener([] { return testing::listener("127.0.0.1:2"); });
+  const auto scan = scan_run_dir(tmp.path());
+  ASSERT_TRUE(scan);
+  EXPECT_EQ(scan->files.size(), 2u);
+}
+
+TEST(TelemetryPublisher, RegistrationUnregistersWhenDestroyed) {
+  TempRunDir tmp;
+  auto p = std::make_shared<Publisher>(options(tmp.path()));
+  {
+    PublisherRegistration r(p, [] { return testing::listener("127.0.0.1:1"); });
+    EXPECT_EQ(read(p->file()).listeners.size(), 1u);
+    PublisherRegistration moved = std::move(r);
+    EXPECT_EQ(read(p->file()).listeners.size(), 1u);
+  }
+  EXPECT_TRUE(read(p->file()).listeners.empty());
+}
+
+TEST(TelemetryPublisher, UnusableRunDirTurnsTelemetryOffWithoutFailing) {
+  TempRunDir tmp;
+  std::ofstream(tmp.path() / "file") << "x";
+  Publisher p(options(tmp.path() / "file" / "run"));  // under a regular file: ENOTDIR
+  ::testing::internal::CaptureStderr();
+  const auto a = p.register_listener([] { return testing::listener("127.0.0.1:1"); });
+  p.register_listener([] { return testing::listener("127.0.0.1:2"); });
+  p.unregister_listener(a);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(p.enabled());
+  EXPECT_EQ(p.writes(), 0u);
+  // Exactly one warning.
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("telemetry off"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace rdma_interop::telemetry
