@@ -1,0 +1,246 @@
+// backlog-stat - every RDMA listener on this node with its backlog figures, like `ss -lnt`.
+//
+// Reads the snapshots that processes using rdma-interop publish under the run directory
+// (core/telemetry/run_dir.h), cleaning up after dead ones, and with --kernel the kernel's
+// RDMA CM listeners through iproute2's `rdma` tool.
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include "core/telemetry/run_dir.h"
+#include "tools/backlog-stat/exit_codes.h"
+#include "tools/backlog-stat/kernel_cm_ids.h"
+#include "tools/backlog-stat/report.h"
+
+namespace rdma_interop::backlog_stat {
+namespace {
+
+constexpr const char* kDescription = R"(NAME
+  backlog-stat - show the RDMA listeners on this node and their backlog figures
+
+DESCRIPTION
+  Lists every listener that processes using rdma-interop (rdma-probe serve, the Python
+  package, the storm tools) have open on this node, one line each, like `ss -lnt`: where it
+  listens, how many connect requests hold a backlog slot against how many there are, and
+  what happened to the requests that found the backlog full.
+
+  A connect request (a complete MPA Request) holds a slot from the moment it is received
+  until the application accepts or rejects it, or it expires; TCP connections that have not
+  sent a complete Request yet are "half-open" and never hold a slot. Each process publishes
+  its listeners' counters at most every 100 ms, when they change; entries of processes that
+  are gone are removed as they are found.
+
+  With --kernel, the kernel's own RDMA CM listeners (kernel siw, rxe, HCAs) are listed too,
+  from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.)";
+
+constexpr const char* kFooter = R"(COLUMNS
+  Proto               the provider ("tcp": rdma-interop's iWARP over TCP)
+  Local Address:Port  where the listener listens
+  Pend/Backlog        requests holding a slot now / slots (the listen() backlog)
+  HighW               most slots ever held at once (never above Backlog)
+  Wait                drop policy: requests over the backlog waiting, unanswered, now
+  Dropped             drop policy: requests that waited for a slot until they expired or
+                      their initiator gave up
+  OvfRej              reject policy: requests answered with the listener-overflow Reject
+                      (our initiators report it as backlog_full)
+  AppRej              requests the application rejected
+  Accepted            requests the application accepted
+  HalfOpen            TCP connections without a complete MPA Request now
+  HOExpired           half-open connections closed after the request timeout
+  Policy              overflow policy: drop or reject ("-": the provider does not say)
+  PID, Process        the listening process (its /proc/PID/comm)
+  The --json document has every counter (see core/cm/backlog_counters.h), not only these.
+
+EXIT STATUS
+  0  listeners shown (with --watch: stopped by Ctrl-C or SIGTERM)
+  1  nothing to show: no listener is published (or matches the filters), and --kernel
+     found none either; a message on stderr says why
+  2  bad usage
+  3  no permission to read the run directory
+
+FILES
+  /run/rdma-interop/PID-TOKEN.json
+      one snapshot per publishing provider (the run directory is sticky and world-writable;
+      files of dead processes are deleted by the next reader that may delete them)
+  /sys/class/infiniband
+      present when the kernel has RDMA devices; --kernel says so when it is not
+
+ENVIRONMENT
+  RDMA_INTEROP_RUN_DIR
+      the run directory, for publishers and for backlog-stat (--run-dir overrides it here);
+      default /run/rdma-interop
+
+EXAMPLES
+  backlog-stat                       every listener on the node
+  backlog-stat --port 7174           the listener(s) on port 7174
+  backlog-stat --watch 0.5           refresh twice a second until Ctrl-C
+  backlog-stat --json --pid 4242     one process's listeners as one JSON document
+  backlog-stat --kernel              also kernel siw/rxe/HCA listeners (rping -s, ...)
+  RDMA_INTEROP_RUN_DIR=/tmp/lab backlog-stat --watch --json   a JSON line per second
+)";
+
+struct Args {
+  bool json = false;
+  std::optional<double> watch;  // seconds
+  std::optional<std::uint16_t> port;
+  std::optional<std::int64_t> pid;
+  std::string run_dir;
+  bool kernel = false;
+};
+
+struct Snapshot {
+  Report report;
+  std::optional<telemetry::ScanError> error;  // the run directory could not be read
+};
+
+Snapshot take(const Args& args) {
+  Snapshot s;
+  s.report.run_dir = args.run_dir;
+  const Filter filter{args.port, args.pid};
+  auto scan = telemetry::scan_run_dir(args.run_dir);
+  if (scan) {
+    s.report.listeners = rows_of(*scan, filter);
+  } else {
+    s.error = scan.error();
+  }
+  if (args.kernel) {
+    auto k = scan_kernel_listeners();
+    k.listeners = filtered(std::move(k.listeners), filter);
+    s.report.kernel = std::move(k);
+  }
+  return s;
+}
+
+// Why there is nothing to show, in one sentence.
+std::string nothing_message(const Args& args, const Snapshot& s) {
+  std::string why;
+  if (s.error && s.error->kind == telemetry::ScanError::Kind::kMissing) {
+    why = args.run_dir + " does not exist: no process has published a listener on this node "
+          "(servers started with another RDMA_INTEROP_RUN_DIR publish elsewhere)";
+  } else if (args.port || args.pid) {
+    why = "no listener matches the filters";
+  } else {
+    why = "no listener is published in " + args.run_dir;
+  }
+  if (s.report.kernel && s.report.kernel->status != KernelScan::Status::kOk) {
+    why += "; " + s.report.kernel->detail;
+  } else if (s.report.kernel) {
+    why += "; the kernel has no RDMA CM listener either";
+  }
+  return "backlog-stat: nothing to show: " + why + ".";
+}
+
+// One report. Returns the exit status.
+int show_once(const Args& args) {
+  const Snapshot s = take(args);
+  if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
+    std::cerr << "backlog-stat: " << s.error->detail << "\n";
+    return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
+                                                                       : kExitNothing;
+  }
+  if (args.json) {
+    std::cout << to_json(s.report).dump(2) << "\n";
+  } else if (!s.report.empty()) {
+    std::cout << to_text(s.report);
+  }
+  if (s.report.empty()) {
+    std::cerr << nothing_message(args, s) << "\n";
+    return kExitNothing;
+  }
+  return kExitShown;
+}
+
+std::string clock_text() {
+  const std::time_t now = std::time(nullptr);
+  char text[32];
+  std::strftime(text, sizeof text, "%H:%M:%S", std::localtime(&now));
+  return text;
+}
+
+// Refreshes until SIGINT/SIGTERM. The signals are blocked and taken with sigtimedwait, which
+// is also the wait between refreshes: no handler, no global flag.
+int watch(const Args& args) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &stop, nullptr);
+  const auto period = std::chrono::duration<double>(*args.watch);
+  const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  for (;;) {
+    const Snapshot s = take(args);
+    if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
+      std::cerr << "backlog-stat: " << s.error->detail << "\n";
+      return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
+                                                                         : kExitNothing;
+    }
+    if (args.json) {
+      // One document per line, so a sampler can read the stream line by line.
+      std::cout << to_json(s.report).dump() << std::endl;
+    } else {
+      std::string screen;
+      if (tty) screen += "\033[H\033[2J";  // home, clear: refresh in place
+      screen += "Every " + std::to_string(*args.watch).substr(0, 4) + "s: backlog-stat  " +
+                clock_text() + "\n\n";
+      screen += s.report.empty() ? nothing_message(args, s) + "\n" : to_text(s.report);
+      std::cout << screen << std::flush;
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
+    timespec wait{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+    const int sig = ::sigtimedwait(&stop, nullptr, &wait);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (!args.json && tty) std::cout << "\n";
+      return kExitShown;
+    }
+  }
+}
+
+int run(int argc, char** argv) {
+  CLI::App app(kDescription, "backlog-stat");
+  app.footer(kFooter);
+  app.option_defaults()->group("OPTIONS");  // the man-page section name
+  app.get_formatter()->column_width(28);
+  Args args;
+  args.run_dir = telemetry::run_dir_from_environment().string();
+  app.add_flag("--json", args.json,
+               "print one JSON document (schema rdma-interop/backlog-stat/1); with --watch, "
+               "one document per line");
+  app.add_option("--watch", args.watch,
+                 "refresh every SECONDS (default 1) in place until Ctrl-C, which exits 0")
+      ->expected(0, 1)
+      ->type_name("[SECONDS]")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--port", args.port, "only listeners on this local port")
+      ->type_name("N")
+      ->check(CLI::Range(1, 65535));
+  app.add_option("--pid", args.pid, "only listeners of this process")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--run-dir", args.run_dir,
+                 "read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or /run/rdma-interop")
+      ->type_name("DIR");
+  app.add_flag("--kernel", args.kernel,
+               "also list the kernel's RDMA CM listeners (rdma -j resource show cm_id)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitShown : kExitUsage;
+  }
+  // `--watch` with no value: every second.
+  if (app.count("--watch") > 0 && !args.watch) args.watch = 1.0;
+  if (args.watch) return watch(args);
+  return show_once(args);
+}
+
+}  // namespace
+}  // namespace rdma_interop::backlog_stat
+
+int main(int argc, char** argv) { return rdma_interop::backlog_stat::run(argc, argv); }
