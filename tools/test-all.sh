@@ -9,6 +9,7 @@
 #   faults    a scripted peer killed or misbehaving at each MPA step; rdma-probe survives
 #   capture   our traffic captured (loopback and a namespace lab run), decoded by tshark
 #   interop   the interop matrix across two network-namespace hosts (root)
+#   storm     connect storms from 4 namespace hosts against a backlog-64 listener (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
@@ -21,7 +22,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop kernel asan fuzz)
+all_tiers=(unit python cli faults capture interop storm kernel asan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -36,7 +37,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants kernel; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants kernel; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -97,6 +98,7 @@ wants cli && run_tier cli pytest_tier tests/cli
 wants faults && run_tier faults pytest_tier tests/faults
 wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
+wants storm && run_tier storm pytest_tier -s tests/storm
 wants kernel && run_tier kernel kernel_tier
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier

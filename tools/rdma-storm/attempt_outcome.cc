@@ -1,0 +1,53 @@
+#include "tools/rdma-storm/attempt_outcome.h"
+
+#include "core/cm/cm_failure.h"
+
+namespace rdma_interop::storm {
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kConnected: return "connected";
+    case Outcome::kOverflowRejected: return "overflow_rejected";
+    case Outcome::kAppRejected: return "app_rejected";
+    case Outcome::kExpired: return "expired";
+    case Outcome::kGaveUp: return "gave_up";
+    case Outcome::kOther: return "other";
+  }
+  return "other";
+}
+
+TryResult classify(const transport::ConnectError& error) {
+  using Kind = transport::ConnectError::Kind;
+  switch (error.kind) {
+    case Kind::kTimeout:
+      // The whole connect deadline passed: the listener kept us waiting (drop policy).
+      return {Outcome::kExpired, {}};
+    case Kind::kUnreachable:
+      return {Outcome::kOther, "unreachable"};
+    case Kind::kAddressInUse:
+    case Kind::kInvalidArgument:
+      return {Outcome::kOther, std::string(transport::kind_name(error.kind))};
+    case Kind::kSetup:
+      break;
+  }
+  if (!error.failure) return {Outcome::kOther, "setup"};
+  const auto name = cm::failure_name(*error.failure);
+  if (name == kBacklogFullFailure) return {Outcome::kOverflowRejected, {}};
+  switch (*error.failure) {
+    case cm::CmFailure::kPeerRejected:
+      return {Outcome::kAppRejected, {}};
+    case cm::CmFailure::kReplyTimeout:
+    case cm::CmFailure::kConnectionReset:
+    case cm::CmFailure::kConnectionClosed:
+      return {Outcome::kExpired, {}};
+    default:
+      return {Outcome::kOther, std::string(name)};
+  }
+}
+
+bool retryable(const TryResult& result) {
+  return result.outcome == Outcome::kOverflowRejected || result.outcome == Outcome::kExpired ||
+         (result.outcome == Outcome::kOther && result.other_name == "unreachable");
+}
+
+}  // namespace rdma_interop::storm
