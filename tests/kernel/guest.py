@@ -365,6 +365,21 @@ def parse_crashes(console: str) -> list[KernelCrash]:
     return crashes
 
 
+def build_dir() -> Path:
+    """The build tree the tests use: $RDMA_INTEROP_BUILD (absolute, or relative to the
+    repository), else build/ in the repository."""
+    build = Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build"))
+    return (build if build.is_absolute() else REPO_ROOT / build).resolve()
+
+
+def guest_path(path: Path) -> str:
+    """`path`, inside the repository, as the guest sees it through the /host share."""
+    try:
+        return "/host/" + str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        raise GuestError(f"{path} is outside {REPO_ROOT}, which is all the guest can see") from None
+
+
 def default_log_dir() -> Path:
     base = Path(os.environ.get("RDMA_INTEROP_RESULTS", REPO_ROOT / "interop-results"))
     return base / "kernel-guest"

@@ -3,11 +3,10 @@ console watcher recognises a kernel crash."""
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 
-from guest import GUEST_SIW_ADDRESS, Guest, parse_crashes
+from guest import GUEST_SIW_ADDRESS, Guest, build_dir, guest_path, parse_crashes
 
 SAMPLE_OOPS = """\
 [   12.345678] siw: QP[3]: connection established
@@ -43,9 +42,7 @@ def test_guest_has_kernel_siw_and_rxe_devices(guest: Guest) -> None:
 
 
 def test_host_build_runs_inside_the_guest(guest: Guest) -> None:
-    build = os.environ.get("RDMA_INTEROP_BUILD", "")
-    rel = os.path.relpath(build, guest.share) if build else "build"
-    out = guest.check(f"/host/{rel}/tools/rdma-probe --version")
+    out = guest.check(f"{guest_path(build_dir() / 'tools' / 'rdma-probe')} --version")
     assert out.startswith("rdma-probe ")
 
 

@@ -20,14 +20,12 @@ any other error.
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import add_case, peer_crash_notes
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, REPO_ROOT, Guest
+from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
@@ -46,21 +44,11 @@ DEAD_PEER_BOUND_MS = 10_000
 EOPNOTSUPP = 95
 
 
-def build_dir() -> Path:
-    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build")).resolve()
-
-
 def guest_verbs_check() -> str:
     tool = build_dir() / "tools" / "verbs-check" / "verbs-check"
     if not tool.is_file():
-        message = f"{tool} is not built"
-        if (REPO_ROOT / "tools" / "verbs-check").is_dir():
-            pytest.fail(f"{message}: tools/verbs-check is in the tree (build {build_dir()})")
-        pytest.skip(f"{message}: the verbs helper has not landed")
-    try:
-        return "/host/" + str(tool.relative_to(REPO_ROOT))
-    except ValueError:
-        pytest.fail(f"{tool} is outside {REPO_ROOT}, which is all the guest can see")
+        pytest.fail(f"{tool} is not built (cmake --build {build_dir()})")
+    return guest_path(tool)
 
 
 @pytest.fixture(scope="module")

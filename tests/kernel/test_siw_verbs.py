@@ -15,7 +15,6 @@ rdma-probe's own message, not a skip.
 from __future__ import annotations
 
 import json
-import os
 import select
 import shlex
 import subprocess
@@ -26,7 +25,8 @@ from typing import Any
 
 import pytest
 from conftest import add_case, peer_crash_notes
-from guest import GUEST_SIW_ADDRESS, HOST_FROM_GUEST, REPO_ROOT, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob
+from guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, REPO_ROOT, SIW_FIRST_FPDU_DELAY_MS, Guest,
+                   GuestJob, build_dir, guest_path)
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
@@ -43,10 +43,6 @@ NO_VERBS = "no provider for scheme 'verbs'"
 GUEST_PERSONALITIES = "--personality-dir /host/tools/personalities"
 
 
-def build_dir() -> Path:
-    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build")).resolve()
-
-
 def host_probe() -> Path:
     probe = build_dir() / "tools" / "rdma-probe"
     if not probe.is_file():
@@ -56,11 +52,7 @@ def host_probe() -> Path:
 
 def guest_probe() -> str:
     """The host's rdma-probe as the guest sees it through the /host share."""
-    probe = host_probe()
-    try:
-        return "/host/" + str(probe.relative_to(REPO_ROOT))
-    except ValueError:
-        pytest.fail(f"{probe} is outside {REPO_ROOT}, which is all the guest can see")
+    return guest_path(host_probe())
 
 
 def fail_unless_verbs(output: str, who: str) -> None:

@@ -12,22 +12,15 @@ siw does keep are assertions.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 from conftest import add_case, peer_crash_notes
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, REPO_ROOT, Guest
+from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome
 
 #: verbs-check on siw: check i listens on PORT + i (real TCP ports; the agent owns 7000).
 SIW_CHECK_PORT = 7100
-
-
-def guest_build() -> str:
-    build = Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build")).resolve()
-    return "/host/" + os.path.relpath(build, REPO_ROOT)
 
 
 @pytest.mark.parametrize("device,address", [("siw0", GUEST_SIW_ADDRESS),
@@ -36,7 +29,7 @@ def test_verbs_provider_unit_tests_pass_through_the_device(live_guest: Guest, de
                                                            address: str) -> None:
     mark = live_guest.console_mark()
     r = live_guest.run(f"RDMA_INTEROP_VERBS_ADDRESS={address} "
-                       f"{guest_build()}/tests/unit/verbs_provider_test --gtest_brief=0",
+                       f"{guest_path(build_dir())}/tests/unit/verbs_provider_test --gtest_brief=0",
                        timeout=180)
     crashes = peer_crash_notes(live_guest, mark)
     assert not crashes, crashes
@@ -47,7 +40,7 @@ def test_verbs_provider_unit_tests_pass_through_the_device(live_guest: Guest, de
 
 def test_verbs_check_on_siw(live_guest: Guest, kernel_matrix: InteropMatrix) -> None:
     mark = live_guest.console_mark()
-    r = live_guest.run(f"{guest_build()}/tools/verbs-check/verbs-check --address "
+    r = live_guest.run(f"{guest_path(build_dir())}/tools/verbs-check/verbs-check --address "
                        f"{GUEST_SIW_ADDRESS} --port {SIW_CHECK_PORT} --json", timeout=240)
     crashes = peer_crash_notes(live_guest, mark)
     checks = {c["check"]: c for c in (json.loads(line) for line in r.output.splitlines()
