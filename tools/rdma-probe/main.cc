@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "tools/common/help_wrap.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 
@@ -136,23 +137,7 @@ EXIT CODES
   2  bad arguments)";
 
 // Option help, wrapped to fit beside the option column (CLI11 does not wrap).
-std::string wrap(std::string_view text, std::size_t width = 64) {
-  std::string out, line;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto end = text.find(' ', start);
-    if (end == std::string_view::npos) end = text.size();
-    auto word = text.substr(start, end - start);
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-    start = end + 1;
-  }
-  return out + line;
-}
+std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 64); }
 
 // Subcommands are listed under the parent with the first line of their description only;
 // the whole text is their own --help.

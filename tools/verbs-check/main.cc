@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/help_wrap.h"
 #include "tools/verbs-check/checks.h"
 #include "tools/verbs-check/isolated_run.h"
 
@@ -70,23 +71,7 @@ EXIT CODES
   2  bad arguments)";
 
 // CLI11 does not wrap option help; keep it within the column like rdma-probe does.
-std::string wrap(std::string_view text, std::size_t width = 56) {
-  std::string out, line;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    auto end = text.find(' ', start);
-    if (end == std::string_view::npos) end = text.size();
-    auto word = text.substr(start, end - start);
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += line + "\n";
-      line.clear();
-    }
-    if (!line.empty()) line += ' ';
-    line += word;
-    start = end + 1;
-  }
-  return out + line;
-}
+std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 56); }
 
 const CheckInfo* find_check(const std::string& name) {
   for (const auto& c : kChecks) {
