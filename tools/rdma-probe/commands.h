@@ -28,6 +28,7 @@ struct ServeOptions {
   std::string overflow = "reject";  // "drop" | "reject"
   int half_open_limit = 0;          // 0: max(4 * backlog, 64)
   int decision_timeout_ms = 30000;
+  int overflow_timeout_ms = 5000;   // drop: how long a request waits unanswered for a slot
   int accept_delay_ms = 0;          // a deliberately slow acceptor: wait before each accept
   bool backlog_events = false;      // print a "backlog" line per slot taken or freed
 };

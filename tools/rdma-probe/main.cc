@@ -224,6 +224,15 @@ int main(int argc, char** argv) {
       ->type_name("MS")
       ->check(CLI::Range(1, 3600000));
   serve_cmd
+      ->add_option("--overflow-timeout", serve.overflow_timeout_ms,
+                   wrap("With --overflow drop: milliseconds a request waits unanswered for a "
+                        "free slot before the listener closes it (counted overflow_dropped; "
+                        "default 5000). Keep it below the initiators' reply timeout minus the "
+                        "time a request spends in the backlog, or they give up on requests "
+                        "the listener still accepts"))
+      ->type_name("MS")
+      ->check(CLI::Range(1, 3600000));
+  serve_cmd
       ->add_option("--accept-delay", serve.accept_delay_ms,
                    wrap("Milliseconds to wait before accepting each request: a deliberately "
                         "slow acceptor, to fill the backlog (default 0)"))

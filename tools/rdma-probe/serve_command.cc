@@ -127,6 +127,7 @@ int run_serve(const ServeOptions& options) {
       options.overflow == "drop" ? cm::BacklogOverflow::kDrop : cm::BacklogOverflow::kReject;
   listen_options.half_open_limit = static_cast<std::uint32_t>(options.half_open_limit);
   listen_options.decision_timeout = std::chrono::milliseconds(options.decision_timeout_ms);
+  listen_options.overflow_timeout = std::chrono::milliseconds(options.overflow_timeout_ms);
   auto listener = (*provider)->listen(*uri, personality->mpa, listen_options);
   if (!listener) {
     const auto& e = listener.error();
