@@ -31,9 +31,9 @@ TryResult classify(const transport::ConnectError& error) {
       break;
   }
   if (!error.failure) return {Outcome::kOther, "setup"};
-  const auto name = cm::failure_name(*error.failure);
-  if (name == kBacklogFullFailure) return {Outcome::kOverflowRejected, {}};
   switch (*error.failure) {
+    case cm::CmFailure::kBacklogFull:  // the listener's overflow Reject (its marker)
+      return {Outcome::kOverflowRejected, {}};
     case cm::CmFailure::kPeerRejected:
       return {Outcome::kAppRejected, {}};
     case cm::CmFailure::kReplyTimeout:
@@ -41,7 +41,7 @@ TryResult classify(const transport::ConnectError& error) {
     case cm::CmFailure::kConnectionClosed:
       return {Outcome::kExpired, {}};
     default:
-      return {Outcome::kOther, std::string(name)};
+      return {Outcome::kOther, std::string(cm::failure_name(*error.failure))};
   }
 }
 

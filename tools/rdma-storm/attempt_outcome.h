@@ -41,10 +41,6 @@ struct TryResult {
   std::string other_name;             // for kOther: "unreachable", "malformed_frame", ...
 };
 
-// The marker E1's listener puts in an overflow Reject reports as this failure name. Compared
-// by name so the storm builds whether or not cm::CmFailure has kBacklogFull yet.
-inline constexpr std::string_view kBacklogFullFailure = "backlog_full";
-
 // Classifies a failed connect. A reply timeout, a reset or a close during setup all mean
 // the server never decided for us in time (drop policy, or an expired pending request).
 TryResult classify(const transport::ConnectError& error);
