@@ -287,8 +287,28 @@ def endpoint_corpus():
     }
 
 
+def credit_corpus():
+    # [window][initial][control][queue depth] then one-octet operations (credit_window_fuzzer.cc):
+    # 0 message (length, octets), 1 post data receive, 2 post control receive, 3 send,
+    # 4 standalone update, 5 send completion (next octet: 0 data, 1 control).
+    def header(control=False, returned=0, grant=0):
+        return bytes([0x10 | (0x01 if control else 0), returned]) + be16(grant)
+    def message(octets):
+        return b"\x00" + bytes([len(octets)]) + octets
+    config = bytes([7, 4, 1, 10])
+    return {
+        "send_and_grant": config + b"\x03\x03" + message(header(grant=2) + b"hello")
+                          + b"\x05\x00\x01\x01\x04",
+        "standalone_update": config + message(header(control=True, grant=3)) + b"\x02\x03",
+        "overrun": config + message(header() + b"x") * 9,
+        "bad_version": config + message(b"\x20\x00\x00\x01"),
+        "control_with_payload": config + message(header(control=True) + b"p"),
+    }
+
+
 def main():
     sets = {
+        "credit_window_fuzzer": credit_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),
         "rdmap_endpoint_fuzzer": endpoint_corpus(),
         "mpa_frame_fuzzer": mpa_corpus(),
