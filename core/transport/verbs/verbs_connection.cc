@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "core/transport/completion_wait.h"
 #include "core/transport/verbs/cm_address.h"
 #include "core/transport/verbs/verbs_translate.h"
 
@@ -376,17 +377,7 @@ std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::Recv
 std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::size_t max,
                                                                          Millis timeout) {
   std::unique_lock lock(mu_);
-  if (completions_.empty() && timeout > Millis::zero()) {
-    cv_.wait_for(lock, timeout, [&] { return !completions_.empty(); });
-  }
-  std::vector<rdmap::WorkCompletion> out;
-  const std::size_t n = std::min(max, completions_.size());
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    out.push_back(std::move(completions_.front()));
-    completions_.pop_front();
-  }
-  return out;
+  return wait_and_take_completions(lock, cv_, completions_, max, timeout);
 }
 
 ConnectionState VerbsConnectionCore::state() const {
