@@ -2,9 +2,9 @@
 // policies and personalities (core/cm/mpa_policy.h, personality.h), work requests and
 // completions (core/rdmap/work_request.h).
 //
-// Blocking calls (connect, next_request, accept, reject, poll_completions, disconnect,
-// close) release the GIL: other Python threads run while a call waits on the provider's
-// event thread.
+// Blocking calls (connect, next_request, accept, reject, poll_completions, CompletionQueue
+// poll, disconnect, close) release the GIL: other Python threads run while a call waits on
+// the provider's event thread.
 //
 // Memory the provider reads and writes from its event thread (registered regions and the
 // initial receive buffers) is pinned here: the connection holds a writable Py_buffer for
@@ -35,8 +35,10 @@
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
 #include "core/rdmap/work_request.h"
+#include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
+#include "core/wire/wire_error.h"
 
 namespace rdma_interop::bindings {
 
@@ -369,11 +371,46 @@ void bind_connection(py::module_& m) {
       "Address of a writable, contiguous buffer's first octet (stable while it is pinned, "
       "e.g. by a memoryview).");
 
+  using transport::CompletionQueue;
+  using transport::CompletionQueueCounters;
+  py::class_<CompletionQueueCounters>(m, "CompletionQueueCounters")
+      .def(py::init<>())
+      .def_readonly("entries", &CompletionQueueCounters::entries)
+      .def_readonly("depth", &CompletionQueueCounters::depth)
+      .def_readonly("high_water", &CompletionQueueCounters::high_water)
+      .def_readonly("pushed", &CompletionQueueCounters::pushed)
+      .def_readonly("polled", &CompletionQueueCounters::polled)
+      .def_readonly("overruns", &CompletionQueueCounters::overruns)
+      .def(py::self == py::self);
+
+  // Held by shared_ptr: connections created with it (QpCaps.cq) keep a reference of their own.
+  py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(m, "CompletionQueue")
+      .def(py::init<std::uint32_t>(), py::arg("entries") = 0,
+           "A completion queue of `entries` (0: unbounded) that connections may share.")
+      .def_property_readonly("entries", &CompletionQueue::entries)
+      .def(
+          "poll",
+          [](CompletionQueue& cq, std::size_t max, std::int64_t timeout_ms) {
+            py::gil_scoped_release release;
+            return cq.poll(max, Millis(timeout_ms));
+          },
+          py::arg("max"), py::arg("timeout_ms"),
+          "Waits up to timeout_ms for a completion (GIL released); returns up to max.")
+      .def("wake", &CompletionQueue::wake, "Makes every waiting poll return at once.")
+      .def_property_readonly("overrun", &CompletionQueue::overrun)
+      .def_property_readonly("counters", &CompletionQueue::counters);
+
   py::class_<transport::QpCaps>(m, "QpCaps")
       .def(py::init<>())
       .def_readwrite("max_send_wr", &transport::QpCaps::max_send_wr)
       .def_readwrite("max_recv_wr", &transport::QpCaps::max_recv_wr)
-      .def_readwrite("max_ulpdu", &transport::QpCaps::max_ulpdu);
+      .def_readwrite("max_ulpdu", &transport::QpCaps::max_ulpdu)
+      .def_property(
+          "cq", [](const transport::QpCaps& c) { return c.cq; },
+          [](transport::QpCaps& c, py::object cq) {
+            c.cq = cq.is_none() ? nullptr : cq.cast<std::shared_ptr<CompletionQueue>>();
+          },
+          "The completion queue to complete into; None: the connection's own.");
 
   py::enum_<ConnectionState>(m, "ConnectionState")
       .value("CONNECTED", ConnectionState::kConnected)
@@ -446,7 +483,26 @@ void bind_connection(py::module_& m) {
             py::gil_scoped_release release;
             h.connection->disconnect(Millis(timeout_ms));
           },
-          py::arg("timeout_ms"), "Orderly close, waiting up to timeout_ms (GIL released).");
+          py::arg("timeout_ms"), "Orderly close, waiting up to timeout_ms (GIL released).")
+      .def(
+          "terminate",
+          [](ConnectionHandle& h, int layer, std::uint8_t etype, std::uint8_t code) {
+            // RFC 5040 s4.8: a 4-bit layer (only these three are defined; a receiver
+            // rejects the others) and a 4-bit error type.
+            if (layer < 0 || layer > static_cast<int>(wire::TermLayer::kLlp)) {
+              throw py::value_error("Terminate layer " + std::to_string(layer) +
+                                    " is none of RDMAP (0), DDP (1), LLP (2)");
+            }
+            if (etype > 0x0f) {
+              throw py::value_error("Terminate error type " + std::to_string(etype) +
+                                    " does not fit its 4 bits");
+            }
+            h.connection->terminate(
+                wire::TerminateCause{static_cast<wire::TermLayer>(layer), etype, code});
+          },
+          py::arg("layer"), py::arg("etype"), py::arg("code"),
+          "Ends the connection with a Terminate carrying (layer, etype, code); flushes "
+          "everything outstanding. Does not wait.");
 }
 
 void bind_provider_objects(py::module_& m) {

@@ -555,6 +555,11 @@ void RdmapEndpoint::on_connection_lost() {
   state_ = EndpointState::kError;
 }
 
+void RdmapEndpoint::terminate_for_ulp(const TerminateCause& cause) {
+  // The ULP judged a message it already received, so there is no offending segment to echo.
+  terminate(wire::terminate_for_cause(cause, {}), {});
+}
+
 bool RdmapEndpoint::close_requested() const { return state_ == EndpointState::kError; }
 
 void RdmapEndpoint::terminate(const TerminateMessage& message, const Blame& blame) {

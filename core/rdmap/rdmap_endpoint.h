@@ -95,6 +95,11 @@ class RdmapEndpoint {
   void on_stream_error(wire::WireError error);
   // TCP closed or reset: everything outstanding completes with an error status.
   void on_connection_lost();
+  // The upper layer found an error the RDMAP rules cannot see (e.g. a peer that sent beyond
+  // the credits of a ULP's flow control): queues a Terminate with `cause` that names no
+  // segment (M, D and R clear), and every outstanding request completes flushed with
+  // `cause`, as after any Terminate we send. No effect unless kRunning.
+  void terminate_for_ulp(const wire::TerminateCause& cause);
 
   std::optional<OutgoingUlpdu> next_outgoing();
   bool has_outgoing() const;

@@ -1,8 +1,9 @@
 // provider.h - the verbs-like API every provider offers (tcp today; verbs and sim later).
 //
 // A test or tool opens a provider by URI scheme, then listens or connects with an MPA
-// policy; a connection is a queue pair with its own completion queue. Providers translate
-// between this API and their transport; the protocol logic lives in core/cm and core/rdmap.
+// policy; a connection is a queue pair whose work requests complete into a completion queue
+// of its own or one shared with other connections (QpCaps::cq). Providers translate between
+// this API and their transport; the protocol logic lives in core/cm and core/rdmap.
 //
 // Threading: every call is thread-safe. Blocking calls (connect, next_request,
 // poll_completions with a timeout) wait on the provider's own event thread and can be
@@ -11,7 +12,6 @@
 // from its event thread, as an RNIC would by DMA.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -26,13 +26,13 @@
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
 #include "core/rdmap/work_request.h"
+#include "core/transport/completion_queue.h"
 #include "core/transport/provider_uri.h"
 #include "core/util/expected.h"
 #include "core/wire/mpa_frame.h"
+#include "core/wire/terminate.h"
 
 namespace rdma_interop::transport {
-
-using Millis = std::chrono::milliseconds;
 
 // Why a connect, accept or listen did not succeed.
 struct ConnectError {
@@ -74,6 +74,13 @@ struct QpCaps {
   // FPDU is processed. The buffers must stay valid like registered memory; their completions
   // carry these wr_ids.
   std::vector<InitialRecv> initial_recvs = {};
+  // Where the connection's work requests complete. Null: the connection makes its own,
+  // unbounded. Shared by several connections, it is their one queue, as queue pairs share an
+  // ibv_cq: Connection::poll_completions on any of them returns completions of every
+  // connection on it (the application tells them apart by wr_id, like ibv_poll_cq), and a
+  // queue too small for what is outstanding overruns (completion_queue.h). The connection
+  // holds a reference; it never clears the queue, also not when it is destroyed.
+  std::shared_ptr<CompletionQueue> cq;
 };
 
 struct ConnectionInfo {
@@ -98,8 +105,11 @@ class Connection {
 
   virtual std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) = 0;
   virtual std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) = 0;
-  // Waits up to `timeout` for at least one completion, then returns what is there (up to
-  // `max`). Empty on timeout.
+  // Waits up to `timeout` for at least one completion on the connection's completion queue,
+  // then returns what is there (up to `max`). Empty on timeout or CompletionQueue::wake().
+  // With a shared queue (QpCaps::cq) these may be other connections' completions. Once the
+  // connection is destroyed, its requests still outstanding complete nowhere (as when an
+  // ibv_qp is destroyed): drain them first (disconnect or terminate, then poll).
   virtual std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max,
                                                               Millis timeout) = 0;
 
@@ -111,6 +121,17 @@ class Connection {
 
   // Orderly close (TCP FIN after outstanding FPDUs are sent). Waits up to `timeout`.
   virtual void disconnect(Millis timeout) = 0;
+  // Ends the connection at once for an error the application layer found (e.g. a peer that
+  // sent beyond its credits: DDP untagged buffer error "no buffer", RFC 5041 s7.2 code 0x02):
+  // a Terminate carrying `cause` (naming no segment) goes out, every outstanding work
+  // request completes flushed (WorkCompletion::terminate = `cause`), state() becomes kError,
+  // terminate_sent() returns it and the peer's terminate_received() shows the cause; the
+  // stream then closes as after any Terminate (RFC 5040 s5.3). Does not wait. No effect once
+  // the connection left kConnected. The verbs provider cannot send a Terminate from user
+  // space (the kernel owns the stream): it disconnects and moves the queue pair to error
+  // instead, so the flushes carry no cause, terminate_sent() stays empty, the peer sees a
+  // disconnect, and error_detail() says so.
+  virtual void terminate(const wire::TerminateCause& cause) = 0;
 };
 
 // A connect request waiting for the application's decision (responder side).

@@ -1,5 +1,7 @@
 // The tcp provider over real loopback sockets: MPA setup in every mode, data transfer with
-// verified bytes, setup failures seen from both sides, bad input, and no leaked descriptors.
+// verified bytes, setup failures seen from both sides, bad input, completion queues shared
+// by connections (and overrun), Terminates the application asks for, and no leaked
+// descriptors.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,6 +99,16 @@ std::optional<WorkCompletion> wait_completion(Connection& c, Millis timeout = kW
   return wcs.front();
 }
 
+// Polls `c` until `count` completions came (or the wait is over); returns what came.
+std::vector<WorkCompletion> collect(Connection& c, std::size_t count, Millis timeout = kWait) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<WorkCompletion> got;
+  while (got.size() < count && std::chrono::steady_clock::now() < deadline) {
+    for (auto& wc : c.poll_completions(count - got.size(), Millis(50))) got.push_back(wc);
+  }
+  return got;
+}
+
 template <class Pred>
 bool eventually(Pred pred, Millis timeout = kWait) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -159,6 +172,23 @@ class TcpProviderTest : public ::testing::Test {
     initiator_ = std::move(*connected);
     EXPECT_EQ(initiator_->state(), ConnectionState::kConnected);
     EXPECT_EQ(responder_->state(), ConnectionState::kConnected);
+  }
+
+  // One more connection to the running listener: (initiator side, responder side).
+  std::pair<std::unique_ptr<Connection>, std::unique_ptr<Connection>> connect_another(
+      const QpCaps& initiator_caps, const QpCaps& responder_caps) {
+    ConnectOptions o = options(initiator_policy());
+    o.caps = initiator_caps;
+    auto pending_connect = connect_async(o);
+    auto request = listener_->next_request(kWait);
+    EXPECT_NE(request, nullptr);
+    if (!request) return {};
+    auto accepted = request->accept(bytes("responder"), responder_caps);
+    EXPECT_TRUE(accepted.has_value()) << to_string(accepted.error());
+    auto connected = pending_connect.get();
+    EXPECT_TRUE(connected.has_value()) << to_string(connected.error());
+    if (!accepted || !connected) return {};
+    return {std::move(*connected), std::move(*accepted)};
   }
 
   // One Send from `from` into a fresh receive on `to`, bytes verified.
@@ -633,6 +663,277 @@ TEST_F(TcpProviderTest, InvalidPolicyIsRejectedUpFront) {
   auto result = provider_->connect(where_, options(bad));
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().kind, ConnectError::Kind::kInvalidArgument);
+}
+
+// ---- Completion queues ----------------------------------------------------------------
+
+// A Send of `message` on `from` (signaled, wr_id `wr_id`); the source stays registered.
+void post_message(Connection& from, std::vector<std::uint8_t>& message, std::uint64_t wr_id) {
+  const auto key = from.register_memory(message.data(), message.size(), 0);
+  ASSERT_FALSE(
+      from.post_send({.wr_id = wr_id,
+                      .opcode = rdmap::WrOpcode::kSend,
+                      .sge = {addr_of(message), static_cast<std::uint32_t>(message.size()), key}}));
+}
+
+void post_receive(Connection& to, std::vector<std::uint8_t>& buffer, std::uint64_t wr_id) {
+  const auto key = to.register_memory(buffer.data(), buffer.size(), rdmap::kLocalWrite);
+  ASSERT_FALSE(to.post_recv(
+      {.wr_id = wr_id, .sge = {addr_of(buffer), static_cast<std::uint32_t>(buffer.size()), key}}));
+}
+
+std::set<std::pair<std::uint64_t, WcOpcode>> ids_and_opcodes(
+    const std::vector<WorkCompletion>& wcs) {
+  std::set<std::pair<std::uint64_t, WcOpcode>> out;
+  for (const auto& wc : wcs) {
+    EXPECT_EQ(wc.status, WcStatus::kSuccess) << "wr_id " << wc.wr_id;
+    out.emplace(wc.wr_id, wc.opcode);
+  }
+  return out;
+}
+
+TEST_F(TcpProviderTest, TwoConnectionsOnOneSharedQueueCompleteIntoIt) {
+  start_listener(responder_policy());
+  auto shared = std::make_shared<CompletionQueue>(64);
+  QpCaps caps;
+  caps.cq = shared;
+  auto [a, a_peer] = connect_another(caps, {});
+  auto [b, b_peer] = connect_another(caps, {});
+  ASSERT_TRUE(a && b && a_peer && b_peer);
+
+  // Round 1, polled through a: a receive and a send on each connection.
+  std::vector<std::uint8_t> a_in(256, 0), b_in(256, 0), a_peer_in(256, 0), b_peer_in(256, 0);
+  post_receive(*a, a_in, 101);
+  post_receive(*b, b_in, 201);
+  post_receive(*a_peer, a_peer_in, 1);
+  post_receive(*b_peer, b_peer_in, 2);
+  auto to_a = pattern(200, 21), to_b = pattern(150, 22), from_a = pattern(100, 23),
+       from_b = pattern(50, 24);
+  post_message(*a_peer, to_a, 11);
+  post_message(*b_peer, to_b, 12);
+  post_message(*a, from_a, 102);
+  post_message(*b, from_b, 202);
+  const auto round1 = collect(*a, 4);
+  EXPECT_EQ(ids_and_opcodes(round1),
+            (std::set<std::pair<std::uint64_t, WcOpcode>>{{101, WcOpcode::kRecv},
+                                                          {102, WcOpcode::kSend},
+                                                          {201, WcOpcode::kRecv},
+                                                          {202, WcOpcode::kSend}}));
+  for (const auto& wc : round1) {
+    if (wc.wr_id == 101) {
+      EXPECT_EQ(wc.byte_len, 200u);
+    } else if (wc.wr_id == 201) {
+      EXPECT_EQ(wc.byte_len, 150u);
+    }
+  }
+  EXPECT_TRUE(std::equal(to_a.begin(), to_a.end(), a_in.begin()));
+  EXPECT_TRUE(std::equal(to_b.begin(), to_b.end(), b_in.begin()));
+  // The peers, each with a queue of its own, saw only their own.
+  EXPECT_EQ(collect(*a_peer, 2).size(), 2u);
+  EXPECT_EQ(collect(*b_peer, 2).size(), 2u);
+  EXPECT_TRUE(a_peer->poll_completions(8, Millis(50)).empty());
+
+  // Round 2, polled through b: only a's connection is used, and b's handle still hands out
+  // its completions.
+  std::vector<std::uint8_t> a_in2(256, 0);
+  post_receive(*a, a_in2, 103);
+  auto again = pattern(64, 25);
+  post_message(*a_peer, again, 13);
+  const auto round2 = collect(*b, 1);
+  ASSERT_EQ(round2.size(), 1u);
+  EXPECT_EQ(round2[0].wr_id, 103u);
+  EXPECT_EQ(round2[0].byte_len, 64u);
+  EXPECT_TRUE(a->poll_completions(8, Millis(50)).empty());  // nothing left for a either
+
+  const auto c = shared->counters();
+  EXPECT_EQ(c.pushed, 5u);
+  EXPECT_EQ(c.polled, 5u);
+  EXPECT_EQ(c.depth, 0u);
+  EXPECT_EQ(c.overruns, 0u);
+  EXPECT_EQ(c.entries, 64u);
+}
+
+TEST_F(TcpProviderTest, ATooSmallQueueNotPolledOverrunsAndCountsIt) {
+  start_listener(responder_policy());
+  auto small = std::make_shared<CompletionQueue>(2);
+  QpCaps caps;
+  caps.cq = small;
+  // The accepting side completes into it; the initiator sends (a responder without
+  // peer-to-peer sends nothing before the initiator's first FPDU, RFC 5044 s7.1).
+  auto [peer, conn] = connect_another({}, caps);
+  ASSERT_TRUE(conn && peer);
+  std::vector<std::vector<std::uint8_t>> in(5, std::vector<std::uint8_t>(64, 0));
+  for (std::uint64_t i = 0; i < in.size(); ++i) post_receive(*conn, in[i], 300 + i);
+  std::vector<std::vector<std::uint8_t>> out;
+  for (std::uint64_t i = 0; i < in.size(); ++i) out.push_back(pattern(32, 30 + i));
+  for (std::uint64_t i = 0; i < out.size(); ++i) post_message(*peer, out[i], i);
+  // Every message is placed (the receives were posted); only two completions find room.
+  const auto all_seen = [&] {
+    const auto c = small->counters();
+    return c.pushed + c.overruns == in.size();
+  };
+  ASSERT_TRUE(eventually(all_seen))
+      << "pushed " << small->counters().pushed << ", overruns " << small->counters().overruns;
+  EXPECT_TRUE(small->overrun());
+  const auto c = small->counters();
+  EXPECT_EQ(c.pushed, 2u);
+  EXPECT_EQ(c.overruns, 3u);
+  EXPECT_EQ(c.high_water, 2u);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    EXPECT_TRUE(std::equal(out[i].begin(), out[i].end(), in[i].begin())) << i;
+  }
+  // The oldest two survived; the three lost ones never come.
+  const auto got = collect(*conn, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 300u);
+  EXPECT_EQ(got[1].wr_id, 301u);
+  EXPECT_TRUE(conn->poll_completions(8, Millis(100)).empty());
+  EXPECT_TRUE(small->overrun());
+}
+
+TEST_F(TcpProviderTest, DestroyingAConnectionLeavesItsCompletionsOnTheSharedQueue) {
+  start_listener(responder_policy());
+  auto shared = std::make_shared<CompletionQueue>();
+  QpCaps caps;
+  caps.cq = shared;
+  auto [a_peer, a] = connect_another({}, caps);  // the initiators send first (RFC 5044 s7.1)
+  auto [b_peer, b] = connect_another({}, caps);
+  ASSERT_TRUE(a && b && a_peer && b_peer);
+  std::vector<std::uint8_t> in(64, 0);
+  post_receive(*a, in, 41);
+  auto message = pattern(16, 40);
+  post_message(*a_peer, message, 1);
+  ASSERT_TRUE(eventually([&] { return shared->counters().depth == 1; }));
+  a.reset();  // not polled: the completion is the application's, on its queue
+  const auto got = collect(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 41u);
+  EXPECT_EQ(got[0].status, WcStatus::kSuccess);
+}
+
+// ---- Terminate at the application's request ---------------------------------------------
+
+// RFC 5041 s7.2: DDP, untagged buffer error, "no buffer" (0x02): what a peer that sends
+// beyond its credits gets.
+constexpr wire::TerminateCause kNoBuffer{wire::TermLayer::kDdp, wire::kDdpEtypeUntaggedBuffer,
+                                         wire::kDdpUntaggedCodeNoBuffer};
+
+TEST_F(TcpProviderTest, TerminateSendsTheCauseAndFlushesBothSides) {
+  connect_pair(initiator_policy(), responder_policy());
+  std::vector<std::uint8_t> r1(64), r2(64), i1(64);
+  post_receive(*responder_, r1, 51);
+  post_receive(*responder_, r2, 52);
+  post_receive(*initiator_, i1, 61);
+
+  responder_->terminate(kNoBuffer);
+  // At once on our side: kError, the Terminate recorded, our receives flushed.
+  EXPECT_EQ(responder_->state(), ConnectionState::kError);
+  ASSERT_TRUE(responder_->terminate_sent().has_value());
+  EXPECT_EQ(responder_->terminate_sent()->cause, kNoBuffer);
+  // It names no segment: the application judged a message already received.
+  EXPECT_FALSE(responder_->terminate_sent()->ddp_segment_length.has_value());
+  EXPECT_TRUE(responder_->terminate_sent()->ddp_header.empty());
+  EXPECT_NE(responder_->error_detail().find("sent a Terminate"), std::string::npos)
+      << responder_->error_detail();
+  const auto ours = collect(*responder_, 2);
+  ASSERT_EQ(ours.size(), 2u);
+  EXPECT_EQ(ours[0].wr_id, 51u);
+  EXPECT_EQ(ours[1].wr_id, 52u);
+  for (const auto& wc : ours) {
+    EXPECT_EQ(wc.opcode, WcOpcode::kRecv);
+    EXPECT_EQ(wc.status, WcStatus::kFlushed) << rdmap::wc_status_name(wc.status);
+    EXPECT_EQ(wc.terminate, kNoBuffer);
+  }
+  EXPECT_EQ(responder_->post_send(rdmap::SendWr{}), rdmap::PostError::kNotConnected);
+
+  // The peer: the Terminate with that cause, its receive flushed, in error.
+  ASSERT_TRUE(eventually([&] { return initiator_->terminate_received().has_value(); }));
+  EXPECT_EQ(*initiator_->terminate_received(), *responder_->terminate_sent());
+  EXPECT_EQ(initiator_->terminate_received()->cause.layer, wire::TermLayer::kDdp);
+  EXPECT_EQ(initiator_->terminate_received()->cause.code, 0x02);
+  const auto theirs = collect(*initiator_, 1);
+  ASSERT_EQ(theirs.size(), 1u);
+  EXPECT_EQ(theirs[0].wr_id, 61u);
+  EXPECT_EQ(theirs[0].status, WcStatus::kFlushed) << rdmap::wc_status_name(theirs[0].status);
+  EXPECT_EQ(theirs[0].terminate, kNoBuffer);
+  EXPECT_EQ(initiator_->state(), ConnectionState::kError);
+  EXPECT_NE(initiator_->error_detail().find("the peer sent a Terminate"), std::string::npos)
+      << initiator_->error_detail();
+  EXPECT_FALSE(initiator_->terminate_sent().has_value());  // a Terminate is not answered
+
+  // Nothing more: no second Terminate, no stray completion.
+  responder_->terminate(wire::TerminateCause{wire::TermLayer::kRdmap, 0, 0});
+  EXPECT_EQ(responder_->terminate_sent()->cause, kNoBuffer);
+  EXPECT_TRUE(responder_->poll_completions(8, Millis(100)).empty());
+  EXPECT_TRUE(initiator_->poll_completions(8, Millis(100)).empty());
+}
+
+TEST_F(TcpProviderTest, TerminateFlushesAnOutstandingRead) {
+  QpCaps caps;
+  caps.max_ulpdu = 1024;
+  connect_pair(initiator_policy(), responder_policy(), caps);
+  // A Read of 64 KiB in 1 KiB segments, terminated right after it is posted: whether its
+  // request already went out or not, it completes flushed, never with a partial success.
+  std::vector<std::uint8_t> remote(64 * 1024, 7);
+  const auto remote_key =
+      responder_->register_memory(remote.data(), remote.size(), rdmap::kRemoteRead);
+  std::vector<std::uint8_t> sink(remote.size(), 0);
+  const auto sink_key = initiator_->register_memory(sink.data(), sink.size(), rdmap::kLocalWrite);
+  ASSERT_FALSE(initiator_->post_send(
+      {.wr_id = 71,
+       .opcode = rdmap::WrOpcode::kRdmaRead,
+       .sge = {addr_of(sink), static_cast<std::uint32_t>(sink.size()), sink_key},
+       .remote_stag = remote_key,
+       .remote_addr = addr_of(remote)}));
+  initiator_->terminate(kNoBuffer);
+  EXPECT_EQ(initiator_->state(), ConnectionState::kError);
+  const auto got = collect(*initiator_, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 71u);
+  EXPECT_EQ(got[0].opcode, WcOpcode::kRdmaRead);
+  // Terminated before or after the Read Request went out: flushed either way, never success.
+  EXPECT_EQ(got[0].status, WcStatus::kFlushed) << rdmap::wc_status_name(got[0].status);
+  ASSERT_TRUE(eventually([&] { return responder_->terminate_received().has_value(); }));
+  EXPECT_EQ(responder_->terminate_received()->cause, kNoBuffer);
+}
+
+TEST_F(TcpProviderTest, TerminatingOneConnectionLeavesTheOtherOnTheSharedQueueRunning) {
+  start_listener(responder_policy());
+  auto shared = std::make_shared<CompletionQueue>(16);
+  QpCaps caps;
+  caps.cq = shared;
+  auto [bad_peer, bad] = connect_another({}, caps);  // the initiators send (RFC 5044 s7.1)
+  auto [good_peer, good] = connect_another({}, caps);
+  ASSERT_TRUE(bad && good && bad_peer && good_peer);
+  std::vector<std::uint8_t> bad_in(64), good_in(64);
+  post_receive(*bad, bad_in, 81);
+  bad->terminate(kNoBuffer);
+  ASSERT_TRUE(eventually([&] { return bad_peer->state() == ConnectionState::kError; }));
+  EXPECT_EQ(bad_peer->terminate_received()->cause, kNoBuffer);
+
+  post_receive(*good, good_in, 91);
+  auto message = pattern(48, 90);
+  post_message(*good_peer, message, 1);
+  const auto got = collect(*good, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].wr_id, 81u);  // the flush came first
+  EXPECT_EQ(got[0].status, WcStatus::kFlushed);
+  EXPECT_EQ(got[1].wr_id, 91u);
+  EXPECT_EQ(got[1].status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(message.begin(), message.end(), good_in.begin()));
+  EXPECT_EQ(good->state(), ConnectionState::kConnected);
+  EXPECT_EQ(good_peer->state(), ConnectionState::kConnected);
+  EXPECT_FALSE(shared->overrun());
+}
+
+TEST_F(TcpProviderTest, TerminateAfterDisconnectDoesNothing) {
+  connect_pair(initiator_policy(), responder_policy());
+  initiator_->disconnect(kWait);
+  initiator_->terminate(kNoBuffer);
+  EXPECT_EQ(initiator_->state(), ConnectionState::kClosed);
+  EXPECT_FALSE(initiator_->terminate_sent().has_value());
+  ASSERT_TRUE(eventually([&] { return responder_->state() == ConnectionState::kClosed; }));
+  EXPECT_FALSE(responder_->terminate_received().has_value());
 }
 
 // ---- Resources -------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 // without it they skip with that reason.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -15,8 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
+#include "core/wire/iwarp_constants.h"
+#include "core/wire/wire_error.h"
 
 namespace rdma_interop::transport {
 namespace {
@@ -339,6 +343,84 @@ TEST_F(VerbsLoopback, PeerDisconnectIsReportedAndTheQpLeftAlone) {
   EXPECT_EQ(client_conn_->state(), ConnectionState::kClosed);
   EXPECT_NE(client_conn_->error_detail().find("DISCONNECTED"), std::string::npos)
       << client_conn_->error_detail();
+}
+
+TEST_F(VerbsLoopback, TwoConnectionsOnOneSharedQueueCompleteIntoIt) {
+  auto shared = std::make_shared<CompletionQueue>(16);
+  std::vector<std::uint8_t> in_a(256, 0), in_b(256, 0);
+  QpCaps caps_a;
+  caps_a.cq = shared;
+  caps_a.initial_recvs.push_back({11, in_a.data(), static_cast<std::uint32_t>(in_a.size())});
+  connect_pair(caps_a);
+  auto client_a = std::move(client_conn_);
+  auto server_a = std::move(server_conn_);
+  QpCaps caps_b = caps_a;
+  caps_b.initial_recvs = {{22, in_b.data(), static_cast<std::uint32_t>(in_b.size())}};
+  connect_pair(caps_b);
+
+  std::vector<std::uint8_t> to_a(200, 0xa5), to_b(100, 0x5b);
+  auto send = [](Connection& c, std::vector<std::uint8_t>& message, std::uint64_t wr_id) {
+    const auto stag = c.register_memory(message.data(), message.size(), 0);
+    ASSERT_NE(stag, 0u);
+    rdmap::SendWr wr;
+    wr.wr_id = wr_id;
+    wr.sge = {reinterpret_cast<std::uint64_t>(message.data()),
+              static_cast<std::uint32_t>(message.size()), stag};
+    ASSERT_FALSE(c.post_send(wr).has_value());
+    auto sent = wait(c);
+    ASSERT_TRUE(sent.has_value());
+    EXPECT_EQ(sent->status, WcStatus::kSuccess);
+  };
+  send(*client_a, to_a, 1);
+  send(*client_conn_, to_b, 2);
+  // Both receives, of two connections, through the first one's handle.
+  std::vector<rdmap::WorkCompletion> got;
+  const auto deadline = Clock::now() + 5s;
+  while (got.size() < 2 && Clock::now() < deadline) {
+    for (auto& wc : server_a->poll_completions(2, 100ms)) got.push_back(wc);
+  }
+  ASSERT_EQ(got.size(), 2u);
+  std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.wr_id < y.wr_id; });
+  EXPECT_EQ(got[0].wr_id, 11u);
+  EXPECT_EQ(got[0].byte_len, 200u);
+  EXPECT_EQ(got[1].wr_id, 22u);
+  EXPECT_EQ(got[1].byte_len, 100u);
+  for (const auto& wc : got) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(in_a.data(), to_a.data(), to_a.size()), 0);
+  EXPECT_EQ(std::memcmp(in_b.data(), to_b.data(), to_b.size()), 0);
+  EXPECT_TRUE(server_conn_->poll_completions(4, 100ms).empty());
+  const auto c = shared->counters();
+  EXPECT_EQ(c.pushed, 2u);
+  EXPECT_EQ(c.polled, 2u);
+  EXPECT_EQ(c.overruns, 0u);
+}
+
+TEST_F(VerbsLoopback, TerminateDisconnectsFlushesAndSaysItCouldNotSendOne) {
+  std::vector<std::uint8_t> inbox(256, 0);
+  QpCaps client_caps;
+  client_caps.initial_recvs.push_back({5, inbox.data(), static_cast<std::uint32_t>(inbox.size())});
+  connect_pair({}, client_caps);
+  // RFC 5041 s7.2: DDP untagged buffer error, "no buffer".
+  const wire::TerminateCause no_buffer{wire::TermLayer::kDdp, wire::kDdpEtypeUntaggedBuffer,
+                                       wire::kDdpUntaggedCodeNoBuffer};
+  client_conn_->terminate(no_buffer);
+  EXPECT_EQ(client_conn_->state(), ConnectionState::kError);
+  const auto detail = client_conn_->error_detail();
+  EXPECT_NE(detail.find("cannot send a Terminate"), std::string::npos) << detail;
+  EXPECT_NE(detail.find(wire::describe(no_buffer)), std::string::npos) << detail;
+  EXPECT_FALSE(client_conn_->terminate_sent().has_value());
+  auto flushed = wait(*client_conn_);
+  ASSERT_TRUE(flushed.has_value()) << "the posted receive was not flushed";
+  EXPECT_EQ(flushed->wr_id, 5u);
+  EXPECT_EQ(flushed->opcode, WcOpcode::kRecv);
+  EXPECT_EQ(flushed->status, WcStatus::kFlushed) << rdmap::wc_status_name(flushed->status);
+  EXPECT_EQ(client_conn_->post_send(rdmap::SendWr{}), rdmap::PostError::kNotConnected);
+  // The peer sees a disconnect (no Terminate is visible through verbs).
+  const auto deadline = Clock::now() + 5s;
+  while (server_conn_->state() == ConnectionState::kConnected && Clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(server_conn_->state(), ConnectionState::kClosed) << server_conn_->error_detail();
 }
 
 }  // namespace

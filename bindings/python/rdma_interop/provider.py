@@ -3,9 +3,11 @@
 The verbs-like API of ``core/transport/provider.h`` (rdma-core's ``rdma_cma.h`` plus
 ``verbs.h``, cut down to what interop testing needs). A provider is opened by URI scheme;
 a passive side listens with an MPA policy and decides on each Request; an active side
-connects with one. A connection is a queue pair with its own completion queue. Every call
-that waits (connect, next_request, accept, reject, poll_completions, disconnect, close)
-releases the GIL, so other Python threads run meanwhile::
+connects with one. A connection is a queue pair with a completion queue of its own, or one
+it shares with other connections (``QpCaps(cq=CompletionQueue(entries))``), as queue pairs
+share an ibv_cq. Every call that waits (connect, next_request, accept, reject,
+poll_completions, CompletionQueue.poll, disconnect, close) releases the GIL, so other
+Python threads run meanwhile::
 
     provider = open_provider("tcp")
     siw = find_personality("siw")
@@ -46,6 +48,8 @@ __all__ = [
     "BACKLOG_FULL_MARKER",
     "BacklogCounters",
     "BacklogEvent",
+    "CompletionQueue",
+    "CompletionQueueCounters",
     "Connection",
     "ConnectionInfo",
     "ConnectionState",
@@ -533,19 +537,75 @@ class InitialRecv:
 
 
 @dataclass(frozen=True)
+class CompletionQueueCounters:
+    """A consistent snapshot of a completion queue's figures."""
+
+    entries: int  # the size; 0: unbounded
+    depth: int  # completions waiting to be polled
+    high_water: int  # most ever waiting at once
+    pushed: int  # completions queued
+    polled: int  # completions handed out
+    overruns: int  # completions lost because the queue was full
+
+
+class CompletionQueue:
+    """A completion queue that several connections may share (``QpCaps(cq=...)``), as
+    queue pairs share an ibv_cq: every connection on it completes into it, and polling it, or
+    any of those connections, returns all of their completions (tell them apart by wr_id).
+
+    ``entries`` is its size (0: unbounded). A completion that finds it full is lost and
+    counted, and :attr:`overrun` stays True: size it for every work request that can be
+    outstanding on its connections.
+    """
+
+    def __init__(self, entries: int = 0) -> None:
+        self._core = _core.CompletionQueue(entries)
+
+    @property
+    def entries(self) -> int:
+        return int(self._core.entries)
+
+    def poll(self, max: int = 16, timeout_ms: int = 0) -> list[WorkCompletion]:
+        """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
+        returns what is there, up to ``max``, oldest first. Empty on timeout or :meth:`wake`."""
+        return [WorkCompletion._from_core(wc) for wc in self._core.poll(max, timeout_ms)]
+
+    def wake(self) -> None:
+        """Makes every waiting :meth:`poll` (and ``poll_completions``) return at once."""
+        self._core.wake()
+
+    @property
+    def overrun(self) -> bool:
+        """True from the first completion lost to a full queue on."""
+        return bool(self._core.overrun)
+
+    @property
+    def counters(self) -> CompletionQueueCounters:
+        c = self._core.counters
+        return CompletionQueueCounters(entries=c.entries, depth=c.depth, high_water=c.high_water,
+                                       pushed=c.pushed, polled=c.polled, overruns=c.overruns)
+
+    def __repr__(self) -> str:
+        return f"CompletionQueue(entries={self.entries})"
+
+
+@dataclass(frozen=True)
 class QpCaps:
-    """Queue pair sizes and the receives to post before the first FPDU is processed."""
+    """Queue pair sizes, the receives to post before the first FPDU is processed, and the
+    completion queue to complete into (None: one of the connection's own, unbounded)."""
 
     max_send_wr: int = 256
     max_recv_wr: int = 256
     max_ulpdu: int = 65000
     initial_recvs: tuple[InitialRecv, ...] = field(default=())
+    cq: CompletionQueue | None = None
 
     def _to_core(self) -> tuple[Any, list[tuple[int, Any]]]:
         core = _core.QpCaps()
         core.max_send_wr = self.max_send_wr
         core.max_recv_wr = self.max_recv_wr
         core.max_ulpdu = self.max_ulpdu
+        core.cq = None if self.cq is None else self.cq._core
         return core, [(r.wr_id, r.buffer) for r in self.initial_recvs]
 
 
@@ -597,7 +657,7 @@ class MemoryRegion:
 
 
 class Connection:
-    """A connected queue pair with its own completion queue."""
+    """A connected queue pair, completing into its own completion queue or a shared one."""
 
     def __init__(self, core: Any) -> None:
         self._core = core
@@ -661,7 +721,8 @@ class Connection:
 
     def poll_completions(self, max: int = 16, timeout_ms: int = 0) -> list[WorkCompletion]:
         """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
-        returns what is there, up to ``max``. Empty on timeout."""
+        returns what is there, up to ``max``. Empty on timeout. With a shared completion
+        queue (``QpCaps.cq``) these include other connections' completions."""
         return [WorkCompletion._from_core(wc) for wc in self._core.poll_completions(max, timeout_ms)]
 
     @property
@@ -686,6 +747,19 @@ class Connection:
     def disconnect(self, timeout_ms: int = 1000) -> None:
         """Orderly close: outstanding FPDUs go out, then TCP FIN. Waits up to timeout_ms."""
         self._core.disconnect(timeout_ms)
+
+    def terminate(self, cause: TerminateCause | tuple[int, int, int]) -> None:
+        """Ends the connection at once for an error the application found, e.g. a peer
+        that sent beyond its credits: ``TerminateCause(TermLayer.DDP, 2, 2)``, DDP untagged
+        buffer error "no buffer" (RFC 5041 s7.2). A Terminate carrying ``cause`` goes out,
+        everything outstanding completes flushed, :attr:`state` becomes ERROR and
+        :attr:`terminate_sent` shows it; the peer's :attr:`terminate_received` shows the
+        cause. Does not wait; no effect once the connection left CONNECTED. The verbs
+        provider cannot send a Terminate from user space: it disconnects and moves the queue
+        pair to error instead, and :attr:`error_detail` says so. ValueError for a layer or
+        error type the Terminate cannot carry."""
+        layer, etype, code = cause
+        self._core.terminate(int(layer), etype, code)
 
     def __enter__(self) -> Connection:
         return self

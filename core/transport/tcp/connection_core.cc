@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 
-#include "core/transport/completion_wait.h"
 #include "core/wire/terminate.h"
 
 namespace rdma_interop::transport::tcp {
@@ -33,6 +32,7 @@ ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info, cm::
                                const QpCaps& caps, std::vector<std::uint8_t> unsent)
     : loop_(loop),
       info_(std::move(info)),
+      cq_(caps.cq ? caps.cq : std::make_shared<CompletionQueue>()),
       endpoint_(handover.params, handover.sequence, registry_, limits_of(caps, handover.tx_options),
                 handover.hold_tx_until_first_rx),
       fd_(std::move(fd)),
@@ -92,8 +92,7 @@ std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& w
 
 std::vector<rdmap::WorkCompletion> ConnectionCore::poll_completions(std::size_t max,
                                                                     Millis timeout) {
-  std::unique_lock lock(mu_);
-  return wait_and_take_completions(lock, cv_, completions_, max, timeout);
+  return cq_->poll(max, timeout);
 }
 
 ConnectionState ConnectionCore::state() const {
@@ -131,19 +130,31 @@ void ConnectionCore::disconnect(Millis timeout) {
   cv_.wait_for(lock, timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
 }
 
+void ConnectionCore::terminate(const wire::TerminateCause& cause) {
+  std::lock_guard lock(mu_);
+  if (released_ || local_close_ || phase_ != Phase::kOpen ||
+      endpoint_.state() != rdmap::EndpointState::kRunning) {
+    return;
+  }
+  endpoint_.terminate_for_ulp(cause);
+  settle(ConnectionState::kError, "the application ended the connection: sent a Terminate: " +
+                                      wire::to_string(*endpoint_.terminate_sent()));
+  drain_completions();  // the flushes
+  wake_locked();        // the event thread sends the Terminate, then our FIN
+}
+
 void ConnectionCore::release() {
   loop_.run([this] {
     std::lock_guard lock(mu_);
-    if (phase_ == Phase::kClosed) {
+    if (phase_ != Phase::kClosed) {
+      transmit();  // what the application already posted may still go out
       released_ = true;
-      completions_.clear();
-      return;
+      settle(ConnectionState::kClosed, "the connection was destroyed by the application");
+      close_socket(false);
     }
-    transmit();  // what the application already posted may still go out
+    // From here on nothing is pushed to the completion queue (drain_completions); what a
+    // shared queue already holds stays there for the application to poll.
     released_ = true;
-    settle(ConnectionState::kClosed, "the connection was destroyed by the application");
-    close_socket(false);
-    completions_.clear();
   });
 }
 
@@ -352,12 +363,11 @@ void ConnectionCore::update_interest() {
 }
 
 void ConnectionCore::drain_completions() {
-  bool any = false;
   while (auto wc = endpoint_.poll_completion()) {
-    if (!released_) completions_.push_back(std::move(*wc));
-    any = true;
+    // A full queue drops the entry and counts the overrun, as a hardware CQ would: sizing
+    // it is the application's part (completion_queue.h).
+    if (!released_) cq_->push(std::move(*wc));
   }
-  if (any) cv_.notify_all();
 }
 
 void ConnectionCore::settle(ConnectionState state, std::string detail) {

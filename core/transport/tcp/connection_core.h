@@ -1,5 +1,6 @@
 // connection_core.h - one established iWARP connection on the event loop: the socket, the
-// FPDU codecs and the RDMAP endpoint, plus the application's completion queue.
+// FPDU codecs and the RDMAP endpoint, and the completion queue its requests complete into
+// (QpCaps::cq, possibly shared with other connections, or one of its own).
 //
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
 // memory happens here, on the event thread, as an RNIC's DMA would).
@@ -8,15 +9,16 @@
 // copied to `unsent_` and nothing more is pulled from the endpoint until it drained, so
 // buffered output is bounded by one FPDU; the endpoint's queues are bounded by the QP caps.
 //
-// Locking: one mutex guards the endpoint, the registry and the completion queue. The event
-// thread holds it while it processes socket events; application threads hold it for posts,
-// registration and polling, and wake the event thread with a posted task to transmit.
+// Locking: one mutex guards the endpoint and the registry. The event thread holds it while
+// it processes socket events; application threads hold it for posts and registration, and
+// wake the event thread with a posted task to transmit. Completions are pushed to the
+// completion queue with the mutex held (the queue's own lock is the innermost); polling
+// takes only the queue's lock, so a poll waiting on a shared queue blocks no connection.
 // Application threads never touch the socket.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -26,6 +28,7 @@
 #include "core/cm/mpa_handshake.h"
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
+#include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/transport/tcp/event_loop.h"
 #include "core/wire/fpdu_decoder.h"
@@ -55,6 +58,9 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   std::optional<wire::TerminateMessage> terminate_received() const;
   std::optional<wire::TerminateMessage> terminate_sent() const;
   void disconnect(Millis timeout);
+  // Queues a Terminate with `cause`, flushes everything outstanding, and lets the event
+  // thread send it and close the stream (Connection::terminate).
+  void terminate(const wire::TerminateCause& cause);
   // The application object is going away: stop touching registered memory and close the
   // socket now (FIN after what is already buffered). Blocks until the event thread did it.
   void release();
@@ -86,11 +92,12 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   EventLoop& loop_;
   const ConnectionInfo info_;
 
+  const std::shared_ptr<CompletionQueue> cq_;  // set once: polled without mu_
+
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // completions and phase changes
+  std::condition_variable cv_;  // phase changes
   rdmap::MemoryRegistry registry_;
   rdmap::RdmapEndpoint endpoint_;
-  std::deque<rdmap::WorkCompletion> completions_;
   std::optional<ConnectionState> final_state_;
   std::string detail_;
   bool released_ = false;    // the application object is gone
@@ -146,6 +153,7 @@ class TcpConnection final : public Connection {
     return core_->terminate_sent();
   }
   void disconnect(Millis timeout) override { core_->disconnect(timeout); }
+  void terminate(const wire::TerminateCause& cause) override { core_->terminate(cause); }
 
  private:
   std::shared_ptr<EventLoop> loop_;  // keeps the event thread alive while we exist

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 
-#include "core/transport/completion_wait.h"
 #include "core/transport/verbs/cm_address.h"
 #include "core/transport/verbs/verbs_translate.h"
 
@@ -67,8 +66,13 @@ ConnectError make_error(ConnectError::Kind kind, std::string detail) {
 }  // namespace
 
 VerbsConnectionCore::VerbsConnectionCore(tcp::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
-                                         std::unique_ptr<QueuePair> qp)
-    : loop_(loop), channel_(channel), id_(id), qp_(std::move(qp)) {}
+                                         std::unique_ptr<QueuePair> qp,
+                                         std::shared_ptr<CompletionQueue> cq)
+    : loop_(loop),
+      channel_(channel),
+      cq_(cq ? std::move(cq) : std::make_shared<CompletionQueue>()),
+      id_(id),
+      qp_(std::move(qp)) {}
 
 VerbsConnectionCore::~VerbsConnectionCore() {
   // Normally teardown() ran on the event thread; this is the last resort for a core that
@@ -376,8 +380,7 @@ std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::Recv
 
 std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::size_t max,
                                                                          Millis timeout) {
-  std::unique_lock lock(mu_);
-  return wait_and_take_completions(lock, cv_, completions_, max, timeout);
+  return cq_->poll(max, timeout);
 }
 
 ConnectionState VerbsConnectionCore::state() const {
@@ -406,6 +409,31 @@ void VerbsConnectionCore::disconnect(Millis timeout) {
   cv_.wait_for(lock, timeout, [&] { return disconnected_event_ || released_; });
 }
 
+void VerbsConnectionCore::terminate(const wire::TerminateCause& cause) {
+  {
+    std::lock_guard lock(mu_);
+    if (released_ || phase_ != Phase::kEstablished || app_closed_ || final_state_) return;
+    app_closed_ = true;
+    settle(ConnectionState::kError,
+           "the application ended the connection (" + wire::describe(cause) +
+               "); the verbs provider cannot send a Terminate from user space, so it "
+               "disconnected (rdma_disconnect) and moved the queue pair to error instead",
+           false);
+  }
+  // Posted, not run: the caller does not wait. A release() after it runs after it.
+  loop_.post([self = shared_from_this()] {
+    if (self->id_ == nullptr || !self->qp_) return;  // torn down meanwhile
+    // librdmacm moves the QP to error (IB/RoCE) or SQD (iWARP, where siw then closes TCP
+    // in order). The explicit move to error flushes every outstanding request on both, at
+    // once; a QP already in error takes it unchanged, and a failure leaves the flushes to
+    // the disconnect.
+    rdma_disconnect(self->id_);
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(self->qp_->qp(), &attr, IBV_QP_STATE);
+  });
+}
+
 void VerbsConnectionCore::release() {
   loop_.run([this] {
     bool disconnect_first = false;
@@ -417,9 +445,10 @@ void VerbsConnectionCore::release() {
     }
     // An orderly close for the peer, as destroying a tcp connection sends a FIN.
     if (disconnect_first && id_ != nullptr) rdma_disconnect(id_);
+    // From here on nothing is pushed to the completion queue (complete()); what a shared
+    // queue already holds stays there for the application to poll.
     teardown();
     std::lock_guard lock(mu_);
-    completions_.clear();
     cv_.notify_all();
   });
 }
@@ -451,7 +480,6 @@ void VerbsConnectionCore::drain_cq() {
     if (n <= 0) return;
     std::lock_guard lock(mu_);
     for (int i = 0; i < n; ++i) complete(wcs[static_cast<std::size_t>(i)]);
-    cv_.notify_all();
     if (n < kPollBatch) return;
   }
 }
@@ -498,7 +526,8 @@ void VerbsConnectionCore::complete(const ibv_wc& wc) {
                "); the queue pair is in the error state",
            true);
   }
-  if (!released_) completions_.push_back(out);
+  // A full queue drops the entry and counts the overrun (completion_queue.h).
+  if (!released_) cq_->push(std::move(out));
 }
 
 void VerbsConnectionCore::settle(ConnectionState state, std::string detail,

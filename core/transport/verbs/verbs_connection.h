@@ -1,5 +1,5 @@
 // verbs_connection.h - one RC connection through rdma_cm and libibverbs: its cm_id, queue
-// pair and completion queue, from rdma_connect / rdma_accept to teardown.
+// pair and device completion queue, from rdma_connect / rdma_accept to teardown.
 //
 // Setup. The connector (active side) or the pending request (passive side) creates the core
 // once the cm_id has a device, lets it post the initial receives, calls begin_setup() and
@@ -9,7 +9,9 @@
 //
 // Data path. post_send / post_recv go straight to ibv_post_send / ibv_post_recv from the
 // caller's thread (under the core's mutex). The event thread reads the completion channel,
-// polls the CQ and queues WorkCompletions for poll_completions(). Each posted request gets
+// polls the device CQ (one per queue pair) and pushes WorkCompletions to the connection's
+// CompletionQueue (QpCaps::cq, possibly shared with other connections, tcp ones too, or one
+// of its own), which poll_completions() polls. Each posted request gets
 // an internal sequence number as its verbs wr_id, so a completion (also an error completion,
 // whose verbs opcode is undefined) is reported with the application's wr_id, opcode and
 // message length; unsignaled requests older than a completion completed silently (RC
@@ -37,6 +39,11 @@
 // moving the QP to error (IB/RoCE) or SQD (iWARP) before the CM's DREQ / TCP close.
 // A non-flush error completion after the peer disconnected turns kClosed into kError.
 //
+// terminate(cause) cannot send a Terminate: on iWARP the kernel owns the stream, and IB and
+// RoCE have none. It disconnects (rdma_disconnect), moves the queue pair to error so every
+// outstanding request completes flushed, and settles kError with a detail that says so and
+// names the cause; the peer sees a disconnect, not the cause.
+//
 // Not visible through verbs, and reported as such: the MPA exchange (revision, CRC,
 // markers, RTR: the kernel's siw/iw_cm decide them; IB and RoCE have no MPA), Terminate
 // messages (terminate_received/sent are always empty), solicited-event flags on receive
@@ -56,6 +63,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/transport/tcp/event_loop.h"
 #include "core/transport/verbs/cm_channel.h"
@@ -91,9 +99,10 @@ class VerbsConnectionCore : public tcp::IoHandler,
                             public CmHandler,
                             public std::enable_shared_from_this<VerbsConnectionCore> {
  public:
-  // Takes the QP resources; `id` stays the core's from here on (it destroys it).
+  // Takes the QP resources; `id` stays the core's from here on (it destroys it). Completions
+  // go to `cq` (QpCaps::cq); null: a queue of the core's own, unbounded.
   VerbsConnectionCore(tcp::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
-                      std::unique_ptr<QueuePair> qp);
+                      std::unique_ptr<QueuePair> qp, std::shared_ptr<CompletionQueue> cq);
   ~VerbsConnectionCore() override;
 
   // ---- Event thread, during setup ----
@@ -117,6 +126,8 @@ class VerbsConnectionCore : public tcp::IoHandler,
   ConnectionState state() const;
   std::string error_detail() const;
   void disconnect(Millis timeout);
+  // Disconnects and moves the QP to error (see the header comment). Does not wait.
+  void terminate(const wire::TerminateCause& cause);
   // The application object is going away: disconnect if still connected, destroy the QP,
   // memory regions and cm_id. Blocks until the event thread did it.
   void release();
@@ -147,6 +158,8 @@ class VerbsConnectionCore : public tcp::IoHandler,
 
   tcp::EventLoop& loop_;
   CmChannel& channel_;
+  const std::shared_ptr<CompletionQueue> cq_;  // set once: polled without mu_
+
   rdma_cm_id* id_;                 // event thread; null after teardown
   std::unique_ptr<QueuePair> qp_;  // event thread; null after teardown
   tcp::EventLoop::Token token_ = 0;
@@ -166,11 +179,10 @@ class VerbsConnectionCore : public tcp::IoHandler,
   std::deque<Tracked> sq_;
   std::deque<Tracked> rq_;
   std::uint64_t next_seq_ = 1;
-  std::deque<rdmap::WorkCompletion> completions_;
   std::optional<ConnectionState> final_state_;
   std::string detail_;
   bool peer_closed_ = false;  // kClosed came from the peer's DISCONNECTED
-  bool app_closed_ = false;   // disconnect() was called
+  bool app_closed_ = false;   // disconnect() or terminate() was called
   bool disconnected_event_ = false;
   bool released_ = false;
 };
@@ -202,6 +214,7 @@ class VerbsConnection final : public Connection {
   std::optional<wire::TerminateMessage> terminate_received() const override { return std::nullopt; }
   std::optional<wire::TerminateMessage> terminate_sent() const override { return std::nullopt; }
   void disconnect(Millis timeout) override { core_->disconnect(timeout); }
+  void terminate(const wire::TerminateCause& cause) override { core_->terminate(cause); }
 
  private:
   std::shared_ptr<void> context_;  // keeps the event thread and the CM channel alive

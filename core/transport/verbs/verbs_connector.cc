@@ -94,7 +94,8 @@ void Connector::on_route_resolved() {
   }
   rdma_cm_id* id = id_;
   id_ = nullptr;
-  auto core = std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp));
+  auto core =
+      std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp), options_.caps.cq);
   const Depths depths = connect_depths(options_.policy, limits);
   SetupParams params;
   params.role = Role::kActive;

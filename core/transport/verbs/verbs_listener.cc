@@ -97,7 +97,7 @@ void PendingRequest::accept_on_loop(std::vector<std::uint8_t> private_data, cons
   const Depths depths = accept_depths(policy_, limits, peer_ird_);
   rdma_cm_id* id = id_;
   id_ = nullptr;  // the core's from here on
-  auto core = std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp));
+  auto core = std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp), caps.cq);
   SetupParams params;
   params.role = Role::kPassive;
   params.ird = depths.ird;

@@ -1,0 +1,76 @@
+// completion_queue.h - a provider's completion queue: what a connection's work requests
+// complete into, and what the application polls. Several connections may share one, as verbs
+// queue pairs share an ibv_cq; the application tells their completions apart by wr_id.
+//
+// A queue has a size, like a hardware CQ. A completion that finds it full is an overrun: the
+// entry is lost and counted, and overrun() stays true (verbs reports IBV_EVENT_CQ_ERR and
+// the CQ is unusable). Nothing in the provider prevents it; the application sizes the queue
+// for every work request it can have outstanding, or reserves an entry before each post
+// (core/credit/completion_budget.h). Only the completion that found the queue full is lost:
+// later ones are queued again once there is room, so a test can still see what followed,
+// but an application that finds overrun() true has lost track of a work request and should
+// treat the queue (and every connection on it) as failed. Size 0 means unbounded: the queue
+// a connection makes for itself when QpCaps::cq is null, so a plain connection behaves as
+// before.
+//
+// Threading: every member is thread-safe. Producers (a provider's event threads) push with
+// their own locks held; the queue never calls out, so it may be locked inside any of them.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "core/rdmap/work_request.h"
+
+namespace rdma_interop::transport {
+
+using Millis = std::chrono::milliseconds;
+
+struct CompletionQueueCounters {
+  std::uint32_t entries = 0;     // the size; 0: unbounded
+  std::uint32_t depth = 0;       // completions waiting to be polled
+  std::uint32_t high_water = 0;  // most ever waiting at once
+  std::uint64_t pushed = 0;      // completions queued
+  std::uint64_t polled = 0;      // completions handed out
+  std::uint64_t overruns = 0;    // completions lost because the queue was full
+  friend bool operator==(const CompletionQueueCounters&,
+                         const CompletionQueueCounters&) = default;
+};
+
+class CompletionQueue {
+ public:
+  explicit CompletionQueue(std::uint32_t entries = 0);
+
+  // Producer side. False on overrun: the queue is full, `wc` is dropped and counted.
+  bool push(rdmap::WorkCompletion wc);
+  // Wakes every waiting poll() at once (they return what is there, possibly nothing): how a
+  // consumer thread is told to look at something else, e.g. to stop.
+  void wake();
+
+  // Waits up to `timeout` for at least one completion, then moves out up to `max`, oldest
+  // first. Empty on timeout or wake(); a zero (or negative) timeout does not wait.
+  std::vector<rdmap::WorkCompletion> poll(std::size_t max, Millis timeout);
+
+  std::uint32_t entries() const { return entries_; }
+  // True from the first overrun on.
+  bool overrun() const;
+  CompletionQueueCounters counters() const;  // a consistent snapshot
+
+ private:
+  const std::uint32_t entries_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<rdmap::WorkCompletion> queue_;
+  std::uint64_t wakes_ = 0;  // wake() generations: a waiting poll returns when it changes
+  std::uint32_t high_water_ = 0;
+  std::uint64_t pushed_ = 0;
+  std::uint64_t polled_ = 0;
+  std::uint64_t overruns_ = 0;
+};
+
+}  // namespace rdma_interop::transport
