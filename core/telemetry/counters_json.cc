@@ -7,7 +7,7 @@
 namespace rdma_interop::telemetry {
 namespace {
 
-// One table drives both directions, so a field added to BacklogCounters needs one line here.
+// One table per struct drives both directions, so a field added to a struct needs one line.
 template <class F>
 void for_each_field(cm::BacklogCounters& c, F&& f) {
   f("backlog", c.backlog);
@@ -30,36 +30,76 @@ void for_each_field(cm::BacklogCounters& c, F&& f) {
   f("half_open_evicted", c.half_open_evicted);
 }
 
-}  // namespace
+template <class F>
+void for_each_field(credit::CreditCounters& c, F&& f) {
+  f("credits", c.credits);
+  f("control_credits", c.control_credits);
+  f("data_slots_in_use", c.data_slots_in_use);
+  f("control_slots_in_use", c.control_slots_in_use);
+  f("credits_granted_total", c.credits_granted_total);
+  f("sent", c.sent);
+  f("updates_sent", c.updates_sent);
+  f("stalls_no_credit", c.stalls_no_credit);
+  f("stalls_no_slot", c.stalls_no_slot);
+  f("update_stalls", c.update_stalls);
+  f("posted", c.posted);
+  f("granted", c.granted);
+  f("pending_grant", c.pending_grant);
+  f("control_posted", c.control_posted);
+  f("control_return_pending", c.control_return_pending);
+  f("granted_total", c.granted_total);
+  f("received", c.received);
+  f("updates_received", c.updates_received);
+}
 
-nlohmann::ordered_json counters_to_json(const cm::BacklogCounters& c) {
+template <class Counters>
+nlohmann::ordered_json to_json(Counters c) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  auto copy = c;
-  for_each_field(copy, [&](const char* name, auto& field) { j[name] = field; });
+  for_each_field(c, [&](const char* name, auto& field) { j[name] = field; });
   return j;
 }
 
-Expected<cm::BacklogCounters, std::string> counters_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) return unexpected(std::string("\"counters\" is not an object"));
-  cm::BacklogCounters c;
+// `what` is the object's key, for errors: "counters" / "credit".
+template <class Counters>
+Expected<Counters, std::string> from_json(const nlohmann::json& j, const std::string& what) {
+  if (!j.is_object()) return unexpected("\"" + what + "\" is not an object");
+  Counters c;
   std::string error;
   for_each_field(c, [&](const char* name, auto& field) {
     if (!error.empty()) return;
     using T = std::remove_reference_t<decltype(field)>;
     const auto it = j.find(name);
     if (it == j.end() || !it->is_number_unsigned()) {
-      error = std::string("counter \"") + name + "\" is missing or not an unsigned integer";
+      error = "counter \"" + what + "." + name + "\" is missing or not an unsigned integer";
       return;
     }
     const auto v = it->get<std::uint64_t>();
     if (v > std::numeric_limits<T>::max()) {
-      error = std::string("counter \"") + name + "\" is out of range";
+      error = "counter \"" + what + "." + name + "\" is out of range";
       return;
     }
     field = static_cast<T>(v);
   });
   if (!error.empty()) return unexpected(std::move(error));
   return c;
+}
+
+}  // namespace
+
+nlohmann::ordered_json counters_to_json(const cm::BacklogCounters& c) {
+  return to_json(c);
+}
+
+Expected<cm::BacklogCounters, std::string> counters_from_json(const nlohmann::json& j) {
+  return from_json<cm::BacklogCounters>(j, "counters");
+}
+
+nlohmann::ordered_json credit_counters_to_json(const credit::CreditCounters& c) {
+  return to_json(c);
+}
+
+Expected<credit::CreditCounters, std::string> credit_counters_from_json(const nlohmann::json& j) {
+  return from_json<credit::CreditCounters>(j, "credit");
 }
 
 }  // namespace rdma_interop::telemetry

@@ -1,6 +1,9 @@
 #include "core/telemetry/listener_snapshot.h"
 
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "core/telemetry/counters_json.h"
 
@@ -30,11 +33,30 @@ std::string to_json_text(const ProcessSnapshot& s) {
         {"counters", counters_to_json(l.counters)},
     });
   }
+  nlohmann::ordered_json connections = nlohmann::ordered_json::array();
+  for (const auto& c : s.connections) {
+    connections.push_back({
+        {"local_address", c.local_address},
+        {"peer_address", c.peer_address},
+        {"scheme", c.scheme},
+        {"peer", c.peer},
+        {"state", c.state},
+        {"queued", c.queued},
+        {"queue_limit", c.queue_limit},
+        {"held", c.held},
+        {"refused", c.refused},
+        {"credit", credit_counters_to_json(c.credit)},
+    });
+  }
   const nlohmann::ordered_json doc = {
-      {"schema", kSnapshotSchema}, {"pid", s.pid},
-      {"process", s.process},      {"sequence", s.sequence},
-      {"monotonic_ns", s.monotonic_ns}, {"wall_ms", s.wall_ms},
+      {"schema", kSnapshotSchema},
+      {"pid", s.pid},
+      {"process", s.process},
+      {"sequence", s.sequence},
+      {"monotonic_ns", s.monotonic_ns},
+      {"wall_ms", s.wall_ms},
       {"listeners", std::move(listeners)},
+      {"connections", std::move(connections)},
   };
   // Replace, not throw, on invalid UTF-8: a process name is whatever the kernel holds.
   return doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
@@ -71,6 +93,49 @@ Expected<ListenerSnapshot, std::string> parse_listener(const nlohmann::json& j) 
   return l;
 }
 
+Expected<ConnectionSnapshot, std::string> parse_connection(const nlohmann::json& j) {
+  if (!j.is_object()) return unexpected(std::string("a connection is not an object"));
+  ConnectionSnapshot c;
+  std::string error;
+  const auto text = [&](const char* key, std::string& out) {
+    const auto it = j.find(key);
+    if (!error.empty()) return;
+    if (it == j.end() || !it->is_string()) {
+      error = std::string("a connection has no \"") + key + "\" string";
+      return;
+    }
+    out = it->get<std::string>();
+  };
+  const auto count = [&](const char* key, auto& out) {
+    using T = std::remove_reference_t<decltype(out)>;
+    const auto it = j.find(key);
+    if (!error.empty()) return;
+    if (it == j.end() || !it->is_number_unsigned() ||
+        it->get<std::uint64_t>() > std::numeric_limits<T>::max()) {
+      error = std::string("a connection's \"") + key +
+              "\" is missing or not an unsigned integer that fits";
+      return;
+    }
+    out = static_cast<T>(it->get<std::uint64_t>());
+  };
+  text("local_address", c.local_address);
+  text("peer_address", c.peer_address);
+  text("scheme", c.scheme);
+  text("peer", c.peer);
+  text("state", c.state);
+  count("queued", c.queued);
+  count("queue_limit", c.queue_limit);
+  count("held", c.held);
+  count("refused", c.refused);
+  if (!error.empty()) return unexpected(std::move(error));
+  const auto credit = j.find("credit");
+  if (credit == j.end()) return unexpected(std::string("a connection has no \"credit\""));
+  auto counters = credit_counters_from_json(*credit);
+  if (!counters) return unexpected(counters.error());
+  c.credit = *counters;
+  return c;
+}
+
 }  // namespace
 
 Expected<ProcessSnapshot, std::string> parse_snapshot(std::string_view text) {
@@ -105,6 +170,16 @@ Expected<ProcessSnapshot, std::string> parse_snapshot(std::string_view text) {
     auto l = parse_listener(j);
     if (!l) return unexpected(l.error());
     s.listeners.push_back(std::move(*l));
+  }
+  // Optional: files written before connections were published have none.
+  const auto connections = doc.find("connections");
+  if (connections != doc.end()) {
+    if (!connections->is_array()) return unexpected(std::string("\"connections\" is not an array"));
+    for (const auto& j : *connections) {
+      auto c = parse_connection(j);
+      if (!c) return unexpected(c.error());
+      s.connections.push_back(std::move(*c));
+    }
   }
   return s;
 }

@@ -1,5 +1,6 @@
-// listener_snapshot.h - what one process publishes about its listeners, as plain values,
-// and their JSON form (the files under the run directory that backlog-stat reads).
+// listener_snapshot.h - what one process publishes about its listeners and its credit-managed
+// connections, as plain values, and their JSON form (the files under the run directory that
+// backlog-stat reads).
 //
 // A file holds one ProcessSnapshot:
 //
@@ -13,10 +14,12 @@
 //       { "local_address": "127.0.0.1:7174", "scheme": "tcp",
 //         "overflow": "drop",                     drop | reject | null (not known)
 //         "counters": { "backlog": 64, "pending": 3, ... every cm::BacklogCounters field } }
-//     ]
-//   }
+//     ],
+//     "connections": [ ... ]                      message endpoints' peers: see
+//   }                                             connection_snapshot.h
 //
-// Readers accept unknown keys (newer publishers may add some) but not missing ones.
+// Readers accept unknown keys (newer publishers may add some) but not missing ones, with one
+// exception: a file without "connections" (written before they existed) reads as none.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +29,7 @@
 #include <vector>
 
 #include "core/cm/backlog_counters.h"
+#include "core/telemetry/connection_snapshot.h"
 #include "core/util/expected.h"
 
 namespace rdma_interop::telemetry {
@@ -48,6 +52,7 @@ struct ProcessSnapshot {
   std::int64_t monotonic_ns = 0;
   std::int64_t wall_ms = 0;
   std::vector<ListenerSnapshot> listeners;
+  std::vector<ConnectionSnapshot> connections;
 
   friend bool operator==(const ProcessSnapshot&, const ProcessSnapshot&) = default;
 };

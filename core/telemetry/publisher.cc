@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <iterator>
 #include <random>
 
 #include "core/telemetry/run_dir.h"
@@ -73,6 +74,19 @@ Publisher::Id Publisher::register_listener(SnapshotFn snapshot) {
   std::lock_guard lock(mu_);
   const Id id = next_id_++;
   listeners_.emplace(id, std::move(snapshot));
+  start_locked();
+  return id;
+}
+
+Publisher::Id Publisher::register_connections(ConnectionsFn snapshots) {
+  std::lock_guard lock(mu_);
+  const Id id = next_id_++;
+  connections_.emplace(id, std::move(snapshots));
+  start_locked();
+  return id;
+}
+
+void Publisher::start_locked() {
   if (!disabled_ && !dir_ready_) {
     if (auto e = ensure_run_dir(options_.run_dir)) {
       disable_locked(*e);
@@ -82,12 +96,11 @@ Publisher::Id Publisher::register_listener(SnapshotFn snapshot) {
   }
   publish_locked();
   if (!disabled_ && !thread_.joinable()) thread_ = std::thread([this] { run(); });
-  return id;
 }
 
-void Publisher::unregister_listener(Id id) {
+void Publisher::unregister(Id id) {
   std::lock_guard lock(mu_);
-  if (listeners_.erase(id) == 0) return;
+  if (listeners_.erase(id) + connections_.erase(id) == 0) return;
   publish_locked();
 }
 
@@ -109,9 +122,14 @@ void Publisher::disable_locked(const std::string& why) {
 
 void Publisher::publish_locked() {
   if (disabled_ || !dir_ready_) return;
-  std::vector<ListenerSnapshot> now;
-  now.reserve(listeners_.size());
-  for (const auto& [id, fn] : listeners_) now.push_back(fn());
+  std::pair<std::vector<ListenerSnapshot>, std::vector<ConnectionSnapshot>> now;
+  now.first.reserve(listeners_.size());
+  for (const auto& [id, fn] : listeners_) now.first.push_back(fn());
+  for (const auto& [id, fn] : connections_) {
+    auto some = fn();
+    now.second.insert(now.second.end(), std::make_move_iterator(some.begin()),
+                      std::make_move_iterator(some.end()));
+  }
   if (last_ && *last_ == now) return;
   ProcessSnapshot s;
   s.pid = options_.pid;
@@ -119,7 +137,8 @@ void Publisher::publish_locked() {
   s.sequence = sequence_ + 1;
   s.monotonic_ns = monotonic_ns();
   s.wall_ms = wall_ms();
-  s.listeners = now;
+  s.listeners = now.first;
+  s.connections = now.second;
   if (auto e = write_atomically(options_.run_dir, file_name_, to_json_text(s))) {
     disable_locked(*e);
     ::unlink(file_.c_str());  // a stale file would show wrong figures
@@ -144,6 +163,12 @@ PublisherRegistration::PublisherRegistration(std::shared_ptr<Publisher> publishe
   if (publisher_) id_ = publisher_->register_listener(std::move(snapshot));
 }
 
+PublisherRegistration::PublisherRegistration(std::shared_ptr<Publisher> publisher,
+                                             Publisher::ConnectionsFn snapshots)
+    : publisher_(std::move(publisher)) {
+  if (publisher_) id_ = publisher_->register_connections(std::move(snapshots));
+}
+
 PublisherRegistration::PublisherRegistration(PublisherRegistration&& other) noexcept
     : publisher_(std::move(other.publisher_)), id_(other.id_) {
   other.id_ = 0;
@@ -160,7 +185,7 @@ PublisherRegistration& PublisherRegistration::operator=(PublisherRegistration&& 
 }
 
 void PublisherRegistration::reset() {
-  if (publisher_) publisher_->unregister_listener(id_);
+  if (publisher_) publisher_->unregister(id_);
   publisher_.reset();
   id_ = 0;
 }

@@ -1,11 +1,13 @@
-// publisher.h - publishes one process's listener snapshots to the run directory
-// (run_dir.h) for backlog-stat, owned by a provider: no global state, one file per
-// publisher (a process with one provider has one file).
+// publisher.h - publishes one process's listener and connection snapshots to the run
+// directory (run_dir.h) for backlog-stat, owned by a provider or a message endpoint: no
+// global state, one file per publisher (a process with one provider has one file).
 //
-// Listeners register a function that returns their current snapshot. The publisher writes
-// the file at once on every register and unregister, and otherwise polls the functions
-// every `interval` (100 ms) from its own thread and rewrites the file only when a snapshot
-// changed: at most ten writes a second, and nothing while the node is idle.
+// Listeners register a function that returns their current snapshot; a message endpoint
+// registers one that returns a snapshot per connection (connection_snapshot.h). Both kinds
+// share one id space, and unregister() takes either. The publisher writes the file at once on
+// every register and unregister, and otherwise polls the functions every `interval` (100 ms)
+// from its own thread and rewrites the file only when a snapshot changed: at most ten writes
+// a second, and nothing while the node is idle.
 //
 // Nothing touches the file system until the first register. If the run directory cannot
 // be created or written, telemetry is off for this publisher after one warning on stderr;
@@ -14,7 +16,9 @@
 // Threading: every member is thread-safe. The snapshot functions are called with the
 // publisher's lock held, from the registering thread or the publisher's thread, never after
 // their unregister returned: a function may refer to an object that unregisters in its
-// destructor. They must not call back into the publisher.
+// destructor. They must not call back into the publisher, and an object whose function takes
+// its own lock must not register or unregister while holding that lock (the publisher's
+// thread may be inside the function, waiting for it).
 #pragma once
 
 #include <sys/types.h>
@@ -30,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/telemetry/listener_snapshot.h"
@@ -45,6 +50,8 @@ class Publisher {
     std::string process_name;                   // empty: /proc/self/comm
   };
   using SnapshotFn = std::function<ListenerSnapshot()>;
+  // Every connection of one message endpoint, in the order the file should list them.
+  using ConnectionsFn = std::function<std::vector<ConnectionSnapshot>()>;
   using Id = std::uint64_t;
 
   explicit Publisher(Options options);
@@ -56,8 +63,11 @@ class Publisher {
   Publisher& operator=(const Publisher&) = delete;
 
   Id register_listener(SnapshotFn snapshot);
-  // Unknown or already unregistered ids are ignored.
-  void unregister_listener(Id id);
+  Id register_connections(ConnectionsFn snapshots);
+  // Unregisters a listener or a connections function. Unknown or already unregistered ids
+  // are ignored.
+  void unregister(Id id);
+  void unregister_listener(Id id) { unregister(id); }
 
   // False once the run directory proved unusable (the warning has been printed).
   bool enabled() const;
@@ -67,6 +77,7 @@ class Publisher {
   std::uint64_t writes() const;
 
  private:
+  void start_locked();    // the run directory and the thread, on the first register
   void publish_locked();  // takes the snapshots and writes them
   void run();             // the polling thread
   void disable_locked(const std::string& why);
@@ -77,9 +88,12 @@ class Publisher {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<Id, SnapshotFn> listeners_;  // by id: the file lists them in registration order
+  // By id: the file lists them in registration order.
+  std::map<Id, SnapshotFn> listeners_;
+  std::map<Id, ConnectionsFn> connections_;
   Id next_id_ = 1;
-  std::optional<std::vector<ListenerSnapshot>> last_;  // what the file holds now
+  // What the file holds now.
+  std::optional<std::pair<std::vector<ListenerSnapshot>, std::vector<ConnectionSnapshot>>> last_;
   std::uint64_t sequence_ = 0;
   bool dir_ready_ = false;
   bool disabled_ = false;
@@ -87,12 +101,14 @@ class Publisher {
   std::thread thread_;
 };
 
-// Keeps one listener registered for as long as it lives. Holds the publisher alive, so a
-// listener may outlive the provider that created it.
+// Keeps one listener (or one endpoint's connections) registered for as long as it lives.
+// Holds the publisher alive, so a listener may outlive the provider that created it. A null
+// publisher registers nothing.
 class PublisherRegistration {
  public:
   PublisherRegistration() = default;
   PublisherRegistration(std::shared_ptr<Publisher> publisher, Publisher::SnapshotFn snapshot);
+  PublisherRegistration(std::shared_ptr<Publisher> publisher, Publisher::ConnectionsFn snapshots);
   ~PublisherRegistration() { reset(); }
   PublisherRegistration(PublisherRegistration&& other) noexcept;
   PublisherRegistration& operator=(PublisherRegistration&& other) noexcept;

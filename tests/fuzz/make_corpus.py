@@ -306,8 +306,33 @@ def credit_corpus():
     }
 
 
+def credit_params_corpus():
+    # The MPA private data as the peer sent it (credit_params_fuzzer.cc): magic "RICR",
+    # version, control receives, receive window, initial receives, reserved, max message.
+    def params(window=16, initial=16, control=2, max_message=4100, magic=b"RICR", version=1,
+               reserved=0):
+        return magic + bytes([version, control]) + be16(window) + be16(initial) + be16(reserved) \
+            + be32(max_message)
+    return {
+        "valid_defaults": params(),
+        "valid_with_app_data": params(window=64, initial=8, control=4) + b"node2",
+        "valid_extremes": params(window=0xFFFF, initial=0xFFFF, control=0xFF, max_message=0xFFFFFFFF),
+        "valid_smallest": params(window=1, initial=0, control=1, max_message=4),
+        "valid_reserved_set": params(reserved=0xBEEF),
+        "invalid_short": params()[:15],
+        "invalid_magic": params(magic=b"RICX"),
+        "invalid_version": params(version=2),
+        "invalid_no_control": params(control=0),
+        "invalid_no_window": params(window=0, initial=0),
+        "invalid_initial_over_window": params(window=4, initial=5),
+        "invalid_max_message_below_header": params(max_message=3),
+        "mpa_style_app_data": b"hello from a peer without credits",
+    }
+
+
 def main():
     sets = {
+        "credit_params_fuzzer": credit_params_corpus(),
         "credit_window_fuzzer": credit_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),
         "rdmap_endpoint_fuzzer": endpoint_corpus(),

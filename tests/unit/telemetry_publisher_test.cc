@@ -1,6 +1,6 @@
 // The publisher: a file at once on register and unregister, changes within the interval,
 // no rewrites while nothing changes, its file gone with it, and never a failure when the
-// run directory is unusable.
+// run directory is unusable; connection snapshots next to the listeners.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -147,6 +147,78 @@ TEST(TelemetryPublisher, RegistrationUnregistersWhenDestroyed) {
     EXPECT_EQ(read(p->file()).listeners.size(), 1u);
   }
   EXPECT_TRUE(read(p->file()).listeners.empty());
+}
+
+TEST(TelemetryPublisher, ConnectionsArePublishedNextToListeners) {
+  TempRunDir tmp;
+  auto o = options(tmp.path());
+  o.interval = 1h;  // only the registrations themselves write
+  Publisher p(o);
+  const auto l = p.register_listener([] { return testing::listener("127.0.0.1:7300"); });
+  const auto a = p.register_connections([] {
+    return std::vector<ConnectionSnapshot>{testing::connection("node2"),
+                                           testing::connection("node3")};
+  });
+  const auto b = p.register_connections(
+      [] { return std::vector<ConnectionSnapshot>{testing::connection("node4")}; });
+  EXPECT_NE(a, l);
+  EXPECT_NE(a, b);
+  auto s = read(p.file());
+  ASSERT_EQ(s.listeners.size(), 1u);
+  ASSERT_EQ(s.connections.size(), 3u);
+  // One endpoint's connections in its order, endpoints in registration order.
+  EXPECT_EQ(s.connections[0], testing::connection("node2"));
+  EXPECT_EQ(s.connections[1].peer, "node3");
+  EXPECT_EQ(s.connections[2].peer, "node4");
+
+  p.unregister(a);
+  s = read(p.file());
+  ASSERT_EQ(s.connections.size(), 1u);
+  EXPECT_EQ(s.connections[0].peer, "node4");
+  EXPECT_EQ(s.listeners.size(), 1u);
+  p.unregister_listener(b);  // the same call for either kind
+  p.unregister(b);           // twice: ignored
+  s = read(p.file());
+  EXPECT_TRUE(s.connections.empty());
+  EXPECT_EQ(s.listeners.size(), 1u);
+  EXPECT_EQ(p.writes(), 5u);
+}
+
+TEST(TelemetryPublisher, ConnectionChangesArePublishedWithinTheInterval) {
+  TempRunDir tmp;
+  Publisher p(options(tmp.path()));
+  std::atomic<std::uint32_t> credits{5};
+  p.register_connections([&] {
+    return std::vector<ConnectionSnapshot>{testing::connection("node2", credits.load())};
+  });
+  std::this_thread::sleep_for(100ms);  // five intervals, nothing changed
+  EXPECT_EQ(p.writes(), 1u);
+  credits = 0;  // the peer stopped consuming
+  ASSERT_TRUE(eventually([&] {
+    const auto s = read(p.file());
+    return s.connections.size() == 1 && s.connections[0].credit.credits == 0;
+  }));
+  EXPECT_EQ(p.writes(), 2u);
+}
+
+TEST(TelemetryPublisher, ConnectionsRegistrationUnregistersWhenDestroyed) {
+  TempRunDir tmp;
+  auto p = std::make_shared<Publisher>(options(tmp.path()));
+  PublisherRegistration listener(p, [] { return testing::listener("127.0.0.1:1"); });
+  {
+    PublisherRegistration r(p, Publisher::ConnectionsFn([] {
+                              return std::vector<ConnectionSnapshot>{testing::connection("node2")};
+                            }));
+    EXPECT_EQ(read(p->file()).connections.size(), 1u);
+    PublisherRegistration moved = std::move(r);
+    EXPECT_EQ(read(p->file()).connections.size(), 1u);
+  }
+  const auto s = read(p->file());
+  EXPECT_TRUE(s.connections.empty());
+  EXPECT_EQ(s.listeners.size(), 1u);
+  PublisherRegistration none(nullptr, Publisher::ConnectionsFn([] {
+                               return std::vector<ConnectionSnapshot>{};
+                             }));  // a null publisher: nothing registered, nothing to fail
 }
 
 TEST(TelemetryPublisher, UnusableRunDirTurnsTelemetryOffWithoutFailing) {

@@ -1,4 +1,5 @@
-// The snapshot file format: every field round-trips; damaged files are told apart.
+// The snapshot file format: every field round-trips (listeners and credit-managed
+// connections); damaged files are told apart; files without connections still read.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,12 @@ ProcessSnapshot sample() {
   auto unknown = testing::listener("0.0.0.0:7176");
   unknown.overflow.reset();
   s.listeners.push_back(unknown);
+  s.connections.push_back(testing::connection("node2"));
+  auto failed = testing::connection("node3", 0);
+  failed.state = "failed";
+  failed.peer_address = "[fd00::3]:7300";
+  failed.credit.received = 1ull << 40;  // 64-bit counters stay exact
+  s.connections.push_back(failed);
   return s;
 }
 
@@ -47,10 +54,90 @@ TEST(TelemetrySnapshot, CountersUseTheStructsFieldNames) {
   EXPECT_EQ(j.size(), 18u);  // every field of BacklogCounters
 }
 
+TEST(TelemetrySnapshot, CreditCountersUseTheStructsFieldNames) {
+  const auto j = credit_counters_to_json(testing::connection("n").credit);
+  EXPECT_EQ(j.at("credits"), 5);
+  EXPECT_EQ(j.at("stalls_no_credit"), 7);
+  EXPECT_EQ(j.at("stalls_no_slot"), 8);
+  EXPECT_EQ(j.at("updates_received"), 41);
+  EXPECT_EQ(j.size(), 18u);  // every field of CreditCounters
+  const auto back = credit_counters_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_TRUE(back) << back.error();
+  EXPECT_EQ(*back, testing::connection("n").credit);
+}
+
+TEST(TelemetrySnapshot, ConnectionsAreWrittenAsDocumented) {
+  const auto j = nlohmann::json::parse(to_json_text(sample()));
+  ASSERT_TRUE(j.at("connections").is_array());
+  const auto& c = j.at("connections").at(0);
+  EXPECT_EQ(c.at("local_address"), "198.18.0.1:40122");
+  EXPECT_EQ(c.at("peer_address"), "198.18.0.2:7300");
+  EXPECT_EQ(c.at("scheme"), "tcp");
+  EXPECT_EQ(c.at("peer"), "node2");
+  EXPECT_EQ(c.at("state"), "connected");
+  EXPECT_EQ(c.at("queued"), 3);
+  EXPECT_EQ(c.at("queue_limit"), 64);
+  EXPECT_EQ(c.at("held"), 1);
+  EXPECT_EQ(c.at("refused"), 12);
+  EXPECT_EQ(c.at("credit").at("credits"), 5);
+}
+
+TEST(TelemetrySnapshot, FileWithoutConnectionsReadsAsNone) {
+  auto j = nlohmann::json::parse(to_json_text(sample()));
+  j.erase("connections");
+  const auto parsed = parse_snapshot(j.dump());
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_TRUE(parsed->connections.empty());
+  EXPECT_EQ(parsed->listeners.size(), 3u);
+}
+
+TEST(TelemetrySnapshot, DamagedConnectionsAreErrorsWithAReason) {
+  const auto good = nlohmann::json::parse(to_json_text(sample()));
+  const auto error_of = [](const nlohmann::json& j) {
+    const auto e = parse_snapshot(j.dump());
+    EXPECT_FALSE(e);
+    return e ? std::string() : e.error();
+  };
+  auto not_array = good;
+  not_array["connections"] = nlohmann::json::object();
+  EXPECT_NE(error_of(not_array).find("connections"), std::string::npos);
+
+  auto no_peer = good;
+  no_peer["connections"][0].erase("peer");
+  EXPECT_NE(error_of(no_peer).find("\"peer\""), std::string::npos) << error_of(no_peer);
+
+  auto no_credit = good;
+  no_credit["connections"][1].erase("credit");
+  EXPECT_NE(error_of(no_credit).find("credit"), std::string::npos);
+
+  auto missing_counter = good;
+  missing_counter["connections"][0]["credit"].erase("stalls_no_slot");
+  EXPECT_NE(error_of(missing_counter).find("credit.stalls_no_slot"), std::string::npos)
+      << error_of(missing_counter);
+
+  auto too_big = good;
+  too_big["connections"][0]["credit"]["credits"] = 1ull << 33;  // a 32-bit field
+  EXPECT_NE(error_of(too_big).find("credit.credits"), std::string::npos);
+
+  auto queued_too_big = good;
+  queued_too_big["connections"][0]["queued"] = 1ull << 32;
+  EXPECT_NE(error_of(queued_too_big).find("queued"), std::string::npos);
+
+  auto negative = good;
+  negative["connections"][0]["refused"] = -1;
+  EXPECT_NE(error_of(negative).find("refused"), std::string::npos);
+
+  auto number_state = good;
+  number_state["connections"][0]["state"] = 1;
+  EXPECT_NE(error_of(number_state).find("state"), std::string::npos);
+}
+
 TEST(TelemetrySnapshot, UnknownKeysAreAccepted) {
   auto j = nlohmann::json::parse(to_json_text(sample()));
   j["added_later"] = true;
   j["listeners"][0]["counters"]["credits"] = 4;
+  j["connections"][0]["rtt_us"] = 12;
+  j["connections"][0]["credit"]["later_counter"] = 1;
   EXPECT_TRUE(parse_snapshot(j.dump()));
 }
 

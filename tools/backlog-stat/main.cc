@@ -1,4 +1,5 @@
-// backlog-stat - every RDMA listener on this node with its backlog figures, like `ss -lnt`.
+// backlog-stat - every RDMA listener on this node with its backlog figures, like `ss -lnt`;
+// with --connections every credit-managed connection with its credit figures, like `ss -tn`.
 //
 // Reads the snapshots that processes using rdma-interop publish under the run directory
 // (core/telemetry/run_dir.h), cleaning up after dead ones, and with --kernel the kernel's
@@ -18,12 +19,14 @@
 #include "tools/backlog-stat/exit_codes.h"
 #include "tools/backlog-stat/kernel_cm_ids.h"
 #include "tools/backlog-stat/report.h"
+#include "tools/common/help_wrap.h"
 
 namespace rdma_interop::backlog_stat {
 namespace {
 
 constexpr const char* kDescription = R"(NAME
-  backlog-stat - show the RDMA listeners on this node and their backlog figures
+  backlog-stat - show the RDMA listeners on this node and their backlog figures, or the
+  message connections and their credit figures
 
 DESCRIPTION
   Lists every listener that processes using rdma-interop (rdma-probe serve, the Python
@@ -38,7 +41,14 @@ DESCRIPTION
   are gone are removed as they are found.
 
   With --kernel, the kernel's own RDMA CM listeners (kernel siw, rxe, HCAs) are listed too,
-  from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.)";
+  from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.
+
+  With --connections, lists instead every connection of the processes' message endpoints
+  (rdma-mesh, the Python messaging API), one line each, like `ss -tn`: who the peer is, how
+  many credits this side holds (receive buffers the peer has posted for it), how many
+  messages wait for one, and how often a send found none. A connection whose peer stopped
+  consuming shows 0 credits, a full queue and a growing Refused count, while the process's
+  other connections keep moving.)";
 
 constexpr const char* kFooter = R"(COLUMNS
   Proto               the provider ("tcp": rdma-interop's iWARP over TCP)
@@ -58,17 +68,39 @@ constexpr const char* kFooter = R"(COLUMNS
   PID, Process        the listening process (its /proc/PID/comm)
   The --json document has every counter (see core/cm/backlog_counters.h), not only these.
 
+CONNECTION COLUMNS (--connections)
+  Proto               the provider ("tcp", "verbs"; "-" when the endpoint does not say)
+  Local Address:Port  this side of the connection
+  Peer Address:Port   the other side
+  Peer                the endpoint's name for the peer
+  State               connected, failed (ended by an error or a Terminate) or closed
+  Credits             messages this side may send now: data receive buffers the peer has
+                      posted for it and announced (0: the peer is not consuming)
+  Ctl                 control credits: standalone credit updates this side may send now
+  Queued/Limit        messages waiting for a credit / the most that may wait; at the limit,
+                      sends to this peer are refused (try again) and nothing else waits
+  Held                received messages the application holds for a reply: their buffers
+                      are not granted back to the peer until it answers
+  Refused             sends refused with try-again because the queue was full
+  NoCredit, NoSlot    times a message could not go: no credit / no free send queue slot
+  Sent, Received      data messages sent and received
+  Updates             standalone credit updates sent/received
+  PID, Process        the process of the endpoint (its /proc/PID/comm)
+  The --json document has every credit counter (see core/credit/credit_window.h).
+
 EXIT STATUS
-  0  listeners shown (with --watch: stopped by Ctrl-C or SIGTERM)
+  0  listeners (or connections) shown (with --watch: stopped by Ctrl-C or SIGTERM)
   1  nothing to show: no listener is published (or matches the filters), and --kernel
-     found none either; a message on stderr says why
+     found none either; with --connections, no connection is published (or matches);
+     a message on stderr says why
   2  bad usage
   3  no permission to read the run directory
 
 FILES
   /run/rdma-interop/PID-TOKEN.json
-      one snapshot per publishing provider (the run directory is sticky and world-writable;
-      files of dead processes are deleted by the next reader that may delete them)
+      one snapshot per publisher (each provider, or a message endpoint given one): its
+      listeners and connections (the run directory is sticky and world-writable; files of
+      dead processes are deleted by the next reader that may delete them)
   /sys/class/infiniband
       present when the kernel has RDMA devices; --kernel says so when it is not
 
@@ -83,6 +115,10 @@ EXAMPLES
   backlog-stat --watch 0.5           refresh twice a second until Ctrl-C
   backlog-stat --json --pid 4242     one process's listeners as one JSON document
   backlog-stat --kernel              also kernel siw/rxe/HCA listeners (rping -s, ...)
+  backlog-stat --connections         every message connection and its credits
+  backlog-stat --connections --peer node5 --watch 0.5
+                                     watch one peer's credits and queue (a stalled peer)
+  backlog-stat --connections --json  every credit counter of every connection
   RDMA_INTEROP_RUN_DIR=/tmp/lab backlog-stat --watch --json   a JSON line per second
 )";
 
@@ -91,22 +127,36 @@ struct Args {
   std::optional<double> watch;  // seconds
   std::optional<std::uint16_t> port;
   std::optional<std::int64_t> pid;
+  std::optional<std::string> peer;
   std::string run_dir;
   bool kernel = false;
+  bool connections = false;
 };
 
 struct Snapshot {
-  Report report;
+  Report report;                 // the listener view
+  ConnectionReport connections;  // --connections
+  std::size_t unfiltered_connections = 0;
   std::optional<telemetry::ScanError> error;  // the run directory could not be read
+  bool empty(const Args& args) const {
+    return args.connections ? connections.empty() : report.empty();
+  }
 };
 
 Snapshot take(const Args& args) {
   Snapshot s;
   s.report.run_dir = args.run_dir;
+  s.connections.run_dir = args.run_dir;
   const Filter filter{args.port, args.pid};
   auto scan = telemetry::scan_run_dir(args.run_dir);
   if (scan) {
-    s.report.listeners = rows_of(*scan, filter);
+    if (args.connections) {
+      s.connections.connections =
+          connection_rows_of(*scan, ConnectionFilter{args.port, args.pid, args.peer});
+    } else {
+      s.report.listeners = rows_of(*scan, filter);
+      s.unfiltered_connections = connection_count(*scan);
+    }
   } else {
     s.error = scan.error();
   }
@@ -120,14 +170,20 @@ Snapshot take(const Args& args) {
 
 // Why there is nothing to show, in one sentence.
 std::string nothing_message(const Args& args, const Snapshot& s) {
+  const std::string what = args.connections ? "connection" : "listener";
   std::string why;
   if (s.error && s.error->kind == telemetry::ScanError::Kind::kMissing) {
-    why = args.run_dir + " does not exist: no process has published a listener on this node "
-          "(servers started with another RDMA_INTEROP_RUN_DIR publish elsewhere)";
-  } else if (args.port || args.pid) {
-    why = "no listener matches the filters";
+    why = args.run_dir + " does not exist: no process has published a " + what +
+          " on this node (processes started with another RDMA_INTEROP_RUN_DIR publish "
+          "elsewhere)";
+  } else if (args.port || args.pid || args.peer) {
+    why = "no " + what + " matches the filters";
   } else {
-    why = "no listener is published in " + args.run_dir;
+    why = "no " + what + " is published in " + args.run_dir;
+    if (s.unfiltered_connections > 0) {
+      why += " (" + std::to_string(s.unfiltered_connections) +
+             " message connections are: see --connections)";
+    }
   }
   if (s.report.kernel && s.report.kernel->status != KernelScan::Status::kOk) {
     why += "; " + s.report.kernel->detail;
@@ -135,6 +191,14 @@ std::string nothing_message(const Args& args, const Snapshot& s) {
     why += "; the kernel has no RDMA CM listener either";
   }
   return "backlog-stat: nothing to show: " + why + ".";
+}
+
+nlohmann::ordered_json document(const Args& args, const Snapshot& s) {
+  return args.connections ? to_json(s.connections) : to_json(s.report);
+}
+
+std::string table(const Args& args, const Snapshot& s) {
+  return args.connections ? to_text(s.connections) : to_text(s.report);
 }
 
 // One report. Returns the exit status.
@@ -146,11 +210,11 @@ int show_once(const Args& args) {
                                                                        : kExitNothing;
   }
   if (args.json) {
-    std::cout << to_json(s.report).dump(2) << "\n";
-  } else if (!s.report.empty()) {
-    std::cout << to_text(s.report);
+    std::cout << document(args, s).dump(2) << "\n";
+  } else if (!s.empty(args)) {
+    std::cout << table(args, s);
   }
-  if (s.report.empty()) {
+  if (s.empty(args)) {
     std::cerr << nothing_message(args, s) << "\n";
     return kExitNothing;
   }
@@ -183,13 +247,13 @@ int watch(const Args& args) {
     }
     if (args.json) {
       // One document per line, so a sampler can read the stream line by line.
-      std::cout << to_json(s.report).dump() << std::endl;
+      std::cout << document(args, s).dump() << std::endl;
     } else {
       std::string screen;
       if (tty) screen += "\033[H\033[2J";  // home, clear: refresh in place
       screen += "Every " + std::to_string(*args.watch).substr(0, 4) + "s: backlog-stat  " +
                 clock_text() + "\n\n";
-      screen += s.report.empty() ? nothing_message(args, s) + "\n" : to_text(s.report);
+      screen += s.empty(args) ? nothing_message(args, s) + "\n" : table(args, s);
       std::cout << screen << std::flush;
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
@@ -202,6 +266,11 @@ int watch(const Args& args) {
   }
 }
 
+// Option help, wrapped to fit beside the option column (CLI11 does not wrap).
+std::string wrap(std::string_view text) {
+  return tools::wrap_help(text, 60);
+}
+
 int run(int argc, char** argv) {
   CLI::App app(kDescription, "backlog-stat");
   app.footer(kFooter);
@@ -210,29 +279,49 @@ int run(int argc, char** argv) {
   Args args;
   args.run_dir = telemetry::run_dir_from_environment().string();
   app.add_flag("--json", args.json,
-               "print one JSON document (schema rdma-interop/backlog-stat/1); with --watch, "
-               "one document per line");
+               wrap("print one JSON document (schema rdma-interop/backlog-stat/1, or "
+                    ".../connections/1 with --connections); with --watch, one document per line"));
   app.add_option("--watch", args.watch,
-                 "refresh every SECONDS (default 1) in place until Ctrl-C, which exits 0")
+                 wrap("refresh every SECONDS (default 1) in place until Ctrl-C, which exits 0"))
       ->expected(0, 1)
       ->type_name("[SECONDS]")
       ->check(CLI::PositiveNumber);
-  app.add_option("--port", args.port, "only listeners on this local port")
+  app.add_flag("--connections", args.connections,
+               wrap("list the message endpoints' connections and their credits (see CONNECTION "
+                    "COLUMNS) instead of the listeners"));
+  app.add_option("--port", args.port,
+                 wrap("only listeners on this local port; with --connections, connections with "
+                      "this port at either end"))
       ->type_name("N")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--pid", args.pid, "only listeners of this process")
+  app.add_option("--pid", args.pid, wrap("only listeners (or connections) of this process"))
       ->type_name("N")
       ->check(CLI::PositiveNumber);
+  app.add_option("--peer", args.peer,
+                 wrap("with --connections: only connections to the peer its endpoint calls NAME"))
+      ->type_name("NAME");
   app.add_option("--run-dir", args.run_dir,
-                 "read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or /run/rdma-interop")
+                 wrap("read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or "
+                      "/run/rdma-interop"))
       ->type_name("DIR");
   app.add_flag("--kernel", args.kernel,
-               "also list the kernel's RDMA CM listeners (rdma -j resource show cm_id)");
+               wrap("also list the kernel's RDMA CM listeners (rdma -j resource show cm_id); "
+                    "not with --connections"));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitShown : kExitUsage;
+  }
+  // Checked here rather than with CLI11's needs/excludes, whose notes clutter --help.
+  if (args.connections && args.kernel) {
+    std::cerr << "backlog-stat: --kernel lists the kernel's listeners; it does not combine "
+                 "with --connections (the kernel publishes no credit figures)\n";
+    return kExitUsage;
+  }
+  if (args.peer && !args.connections) {
+    std::cerr << "backlog-stat: --peer filters connections: add --connections\n";
+    return kExitUsage;
   }
   // `--watch` with no value: every second.
   if (app.count("--watch") > 0 && !args.watch) args.watch = 1.0;

@@ -47,6 +47,9 @@ class Table {
 };
 
 std::string num(std::uint64_t v) { return std::to_string(v); }
+std::string pair(std::uint64_t a, std::uint64_t b) {
+  return num(a) + "/" + num(b);
+}
 
 }  // namespace
 
@@ -126,6 +129,67 @@ std::string to_text(const Report& r) {
     }
   }
   return out;
+}
+
+nlohmann::ordered_json to_json(const ConnectionReport& r) {
+  json connections = json::array();
+  for (const auto& row : r.connections) {
+    const auto& c = row.connection;
+    connections.push_back({
+        {"local_address", c.local_address},
+        {"peer_address", c.peer_address},
+        {"scheme", c.scheme},
+        {"peer", c.peer},
+        {"state", c.state},
+        {"queued", c.queued},
+        {"queue_limit", c.queue_limit},
+        {"held", c.held},
+        {"refused", c.refused},
+        {"pid", row.pid},
+        {"process", row.process},
+        {"sequence", row.sequence},
+        {"wall_ms", row.wall_ms},
+        {"credit", telemetry::credit_counters_to_json(c.credit)},
+    });
+  }
+  return {{"schema", kConnectionReportSchema},
+          {"run_dir", r.run_dir},
+          {"connections", std::move(connections)}};
+}
+
+std::string to_text(const ConnectionReport& r) {
+  if (r.connections.empty()) {
+    return "No rdma-interop connections published in " + r.run_dir + ".\n";
+  }
+  Table t({{"Proto", false},
+           {"Local Address:Port", false},
+           {"Peer Address:Port", false},
+           {"Peer", false},
+           {"State", false},
+           {"Credits", true},
+           {"Ctl", true},
+           {"Queued/Limit", true},
+           {"Held", true},
+           {"Refused", true},
+           {"NoCredit", true},
+           {"NoSlot", true},
+           {"Sent", true},
+           {"Received", true},
+           {"Updates", true},
+           {"PID", true},
+           {"Process", false}});
+  // An empty cell would shift every column after it for a reader that splits on blanks.
+  const auto text = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
+  for (const auto& row : r.connections) {
+    const auto& c = row.connection;
+    const auto& k = c.credit;
+    t.add({text(c.scheme), text(c.local_address), text(c.peer_address), text(c.peer), text(c.state),
+           num(k.credits), num(k.control_credits), pair(c.queued, c.queue_limit), num(c.held),
+           num(c.refused), num(k.stalls_no_credit), num(k.stalls_no_slot), num(k.sent),
+           num(k.received), pair(k.updates_sent, k.updates_received), std::to_string(row.pid),
+           text(row.process)});
+  }
+  return t.render();
 }
 
 }  // namespace rdma_interop::backlog_stat

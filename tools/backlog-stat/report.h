@@ -1,4 +1,6 @@
-// report.h - what backlog-stat prints: the ss-like table, or the --json document
+// report.h - what backlog-stat prints: the ss-like table, or the --json document.
+//
+// The listener view (the default):
 //
 //   {"schema": "rdma-interop/backlog-stat/1",
 //    "run_dir": "/run/rdma-interop",
@@ -6,6 +8,15 @@
 //                   "wall_ms", "counters": {every cm::BacklogCounters field}}],
 //    "kernel_status": "not_asked" | "ok" | "no_rdma" | "rdma_tool_missing" | "error",
 //    "kernel": [{"device", "port", "local_address", "ps", "pid", "process"}]}
+//
+// The connection view (--connections), its own schema so that no reader of the listener view
+// mistakes one for the other:
+//
+//   {"schema": "rdma-interop/backlog-stat/connections/1",
+//    "run_dir": "/run/rdma-interop",
+//    "connections": [{"local_address", "peer_address", "scheme", "peer", "state", "queued",
+//                     "queue_limit", "held", "refused", "pid", "process", "sequence",
+//                     "wall_ms", "credit": {every credit::CreditCounters field}}]}
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -13,12 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "tools/backlog-stat/connection_row.h"
 #include "tools/backlog-stat/kernel_cm_ids.h"
 #include "tools/backlog-stat/listener_row.h"
 
 namespace rdma_interop::backlog_stat {
 
 inline constexpr const char* kReportSchema = "rdma-interop/backlog-stat/1";
+inline constexpr const char* kConnectionReportSchema = "rdma-interop/backlog-stat/connections/1";
 
 struct Report {
   std::string run_dir;
@@ -30,5 +43,15 @@ struct Report {
 nlohmann::ordered_json to_json(const Report& r);
 // The table(s), each line ending in '\n'. Says so when a section is empty.
 std::string to_text(const Report& r);
+
+struct ConnectionReport {
+  std::string run_dir;
+  std::vector<ConnectionRow> connections;
+  bool empty() const { return connections.empty(); }
+};
+
+nlohmann::ordered_json to_json(const ConnectionReport& r);
+// One line per connection, like `ss -tn`; says so when there is none.
+std::string to_text(const ConnectionReport& r);
 
 }  // namespace rdma_interop::backlog_stat
