@@ -62,5 +62,6 @@ void bind_mpa(py::module_& m);
 void bind_fpdu(py::module_& m);
 void bind_rdmap(py::module_& m);
 void bind_provider(py::module_& m);
+void bind_messaging(py::module_& m);  // after bind_provider: it takes providers and requests
 
 }  // namespace rdma_interop::bindings

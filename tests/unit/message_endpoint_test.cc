@@ -1,0 +1,446 @@
+// The message endpoint over the tcp provider on real loopback sockets: delivery in order,
+// back-pressure (EAGAIN) at exactly the configured bounds, one stalled peer never blocking
+// another, replies that cannot deadlock, a peer sending without credit terminated with DDP
+// "no buffer" while the others carry on, and peers without credit parameters refused.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/credit/credit_params.h"
+#include "core/messaging/message_endpoint.h"
+#include "core/transport/provider.h"
+#include "core/wire/iwarp_constants.h"
+
+namespace rdma_interop::messaging {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::Millis;
+
+constexpr Millis kWait{5000};
+
+cm::MpaPolicy policy() {
+  cm::MpaPolicy p;
+  p.request_timeout = 2000ms;
+  p.reply_timeout = 2000ms;
+  p.rtr_timeout = 2000ms;
+  return p;
+}
+
+std::vector<std::uint8_t> numbered(std::uint32_t n, std::size_t size = 8) {
+  std::vector<std::uint8_t> v(size, 0);
+  for (std::size_t i = 0; i < 4 && i < size; ++i) v[i] = static_cast<std::uint8_t>(n >> (8 * i));
+  return v;
+}
+
+std::uint32_t number_of(std::span<const std::uint8_t> p) {
+  std::uint32_t n = 0;
+  for (std::size_t i = 0; i < 4 && i < p.size(); ++i) n |= std::uint32_t{p[i]} << (8 * i);
+  return n;
+}
+
+// Messages a handler saw, per peer, with a way to wait for a count.
+class Inbox {
+ public:
+  void add(PeerId peer, std::span<const std::uint8_t> payload) {
+    std::lock_guard lock(mu_);
+    got_.emplace_back(peer, number_of(payload));
+    cv_.notify_all();
+  }
+  bool wait_for(std::size_t n, Millis timeout = kWait) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return got_.size() >= n; });
+  }
+  std::vector<std::pair<PeerId, std::uint32_t>> all() const {
+    std::lock_guard lock(mu_);
+    return got_;
+  }
+  std::size_t count(PeerId peer) const {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& [p, v] : got_) n += p == peer;
+    return n;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<PeerId, std::uint32_t>> got_;
+};
+
+// A tcp listener on 127.0.0.1 whose requests `server` accepts.
+class Server {
+ public:
+  explicit Server(MessageEndpoint& server) : server_(server) {
+    provider_ = transport::open_provider("tcp").value();
+    listener_ = provider_
+                    ->listen(*transport::parse_provider_uri("tcp://127.0.0.1:0"), policy(),
+                             transport::ListenOptions{})
+                    .value();
+  }
+  transport::ProviderUri uri() const {
+    return *transport::parse_provider_uri("tcp://" + listener_->local_address());
+  }
+  // Accepts the next request in the background.
+  std::future<Expected<PeerId, transport::ConnectError>> accept_one(std::string name) {
+    return std::async(std::launch::async, [this, name] {
+      auto pending = listener_->next_request(kWait);
+      if (!pending) {
+        transport::ConnectError e;
+        e.detail = "no request";
+        return Expected<PeerId, transport::ConnectError>(unexpected(e));
+      }
+      return server_.accept(*pending, name);
+    });
+  }
+  transport::Listener& listener() { return *listener_; }
+
+ private:
+  MessageEndpoint& server_;
+  std::unique_ptr<transport::Provider> provider_;
+  std::unique_ptr<transport::Listener> listener_;
+};
+
+struct Pair {
+  PeerId client_side = 0;  // the server, as the client knows it
+  PeerId server_side = 0;  // the client, as the server knows it
+};
+
+Pair connect(MessageEndpoint& client, MessageEndpoint& server, Server& listener,
+             transport::Provider& provider) {
+  auto accepted = listener.accept_one("client");
+  transport::ConnectOptions options;
+  options.policy = policy();
+  options.timeout = kWait;
+  auto c = client.connect(provider, listener.uri(), options, "server");
+  auto s = accepted.get();
+  EXPECT_TRUE(c.has_value()) << (c ? "" : c.error().detail);
+  EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().detail);
+  (void)server;
+  return Pair{c ? *c : 0, s ? *s : 0};
+}
+
+EndpointConfig small_config() {
+  EndpointConfig c;
+  c.max_message = 256;
+  c.receive_window = 4;
+  c.control_receives = 2;
+  c.send_queue_depth = 6;
+  c.control_send_slots = 2;
+  c.send_queue_limit = 3;
+  c.reply_reserve = 1;
+  return c;
+}
+
+class MessageEndpointTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<transport::Provider> provider_ = transport::open_provider("tcp").value();
+};
+
+TEST_F(MessageEndpointTest, DeliversEveryMessageInOrderWithCreditsConserved) {
+  MessageEndpoint server(small_config());
+  Inbox inbox;
+  server.on_message([&](const Message& m) { inbox.add(m.peer, m.payload); });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+
+  constexpr std::uint32_t kCount = 2000;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    SendStatus st;
+    while ((st = client.send(pair.client_side, numbered(i))) == SendStatus::kTryAgain) {
+      ASSERT_TRUE(client.wait_ready(pair.client_side, kWait)) << "stuck at message " << i;
+    }
+    ASSERT_EQ(st, SendStatus::kOk);
+  }
+  ASSERT_TRUE(inbox.wait_for(kCount));
+  const auto got = inbox.all();
+  for (std::uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(got[i].second, i);
+
+  const auto cs = *client.stats(pair.client_side);
+  const auto ss = *server.stats(pair.server_side);
+  EXPECT_EQ(cs.messages_sent, kCount);
+  EXPECT_EQ(ss.messages_received, kCount);
+  EXPECT_EQ(cs.credit.sent, kCount);
+  // Every credit the client used was granted: initial window plus the server's grants.
+  EXPECT_EQ(cs.credit.credits_granted_total, cs.credit.sent + cs.credit.credits);
+  EXPECT_LE(cs.credit.credits, 4u);
+  EXPECT_FALSE(cs.terminate_received.has_value());
+  EXPECT_FALSE(ss.terminate_sent.has_value());
+  EXPECT_EQ(client.endpoint_stats().cq.overruns, 0u);
+  EXPECT_EQ(server.endpoint_stats().cq.overruns, 0u);
+}
+
+TEST_F(MessageEndpointTest, TryAgainExactlyWhenCreditsAndQueueAreUsedUp) {
+  // The server holds everything: after window - reply_reserve messages on the wire and
+  // send_queue_limit queued, the next send is refused and nothing is lost.
+  MessageEndpoint server(small_config());
+  std::mutex mu;
+  std::vector<MessageId> held;
+  Inbox inbox;
+  server.on_message([&](const Message& m) {
+    EXPECT_EQ(server.hold(m.id), SendStatus::kOk);
+    std::lock_guard lock(mu);
+    held.push_back(m.id);
+    inbox.add(m.peer, m.payload);
+  });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+
+  std::uint32_t accepted = 0;
+  while (client.send(pair.client_side, numbered(accepted)) == SendStatus::kOk) ++accepted;
+  EXPECT_EQ(accepted, (4u - 1u) + 3u);  // credits beyond the reply reserve + queue limit
+  ASSERT_TRUE(inbox.wait_for(3));
+  EXPECT_FALSE(client.wait_ready(pair.client_side, 200ms));
+  const auto cs = *client.stats(pair.client_side);
+  EXPECT_EQ(cs.queued, 3u);
+  EXPECT_EQ(cs.refused, 1u);
+  EXPECT_EQ(server.stats(pair.server_side)->held, 3u);
+
+  // Releasing the held messages grants their buffers again; the queue drains.
+  {
+    std::lock_guard lock(mu);
+    for (MessageId id : held) EXPECT_EQ(server.release(id), SendStatus::kOk);
+    held.clear();
+  }
+  ASSERT_TRUE(client.wait_ready(pair.client_side, kWait));
+  ASSERT_TRUE(inbox.wait_for(6));
+  EXPECT_EQ(server.release(12345), SendStatus::kNotHeld);
+}
+
+TEST_F(MessageEndpointTest, AStalledPeerDoesNotBlockAnother) {
+  MessageEndpoint stalled(small_config());
+  stalled.on_message([&](const Message& m) { (void)stalled.hold(m.id); });
+  MessageEndpoint healthy(small_config());
+  Inbox inbox;
+  healthy.on_message([&](const Message& m) { inbox.add(m.peer, m.payload); });
+  MessageEndpoint client(small_config());
+  Server stalled_listener(stalled);
+  Server healthy_listener(healthy);
+  const Pair to_stalled = connect(client, stalled, stalled_listener, *provider_);
+  const Pair to_healthy = connect(client, healthy, healthy_listener, *provider_);
+
+  std::uint32_t refused = 0;
+  constexpr std::uint32_t kCount = 500;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    if (client.send(to_stalled.client_side, numbered(i)) == SendStatus::kTryAgain) ++refused;
+    SendStatus st;
+    while ((st = client.send(to_healthy.client_side, numbered(i))) == SendStatus::kTryAgain) {
+      ASSERT_TRUE(client.wait_ready(to_healthy.client_side, kWait));
+    }
+    ASSERT_EQ(st, SendStatus::kOk);
+  }
+  ASSERT_TRUE(inbox.wait_for(kCount));
+  EXPECT_EQ(refused, kCount - 6);  // 3 on the wire, 3 queued, the rest refused at once
+  EXPECT_EQ(client.stats(to_stalled.client_side)->queued, 3u);
+  EXPECT_EQ(client.stats(to_stalled.client_side)->state, PeerState::kConnected);
+}
+
+TEST_F(MessageEndpointTest, RepliesAlwaysFindABufferEvenWhenBothSidesHoldRequests) {
+  // Each side sends requests until refused and holds every request it gets; then each
+  // answers all of them. Without the reply reserve both windows would be full of held
+  // requests and no reply could go: a deadlock.
+  struct Side {
+    std::unique_ptr<MessageEndpoint> ep;
+    std::mutex mu;
+    std::vector<MessageId> requests;
+    Inbox replies;
+  };
+  Side a, b;
+  for (Side* s : {&a, &b}) {
+    s->ep = std::make_unique<MessageEndpoint>(small_config());
+    s->ep->on_message([s](const Message& m) {
+      if (m.payload[7] == 'Q') {
+        EXPECT_EQ(s->ep->hold(m.id), SendStatus::kOk);
+        std::lock_guard lock(s->mu);
+        s->requests.push_back(m.id);
+      } else {
+        s->replies.add(m.peer, m.payload);
+      }
+    });
+  }
+  Server listener(*b.ep);
+  const Pair pair = connect(*a.ep, *b.ep, listener, *provider_);
+  auto request = [](std::uint32_t n) {
+    auto v = numbered(n);
+    v[7] = 'Q';
+    return v;
+  };
+  std::uint32_t a_sent = 0, b_sent = 0;
+  while (a.ep->send(pair.client_side, request(a_sent)) == SendStatus::kOk) ++a_sent;
+  while (b.ep->send(pair.server_side, request(b_sent)) == SendStatus::kOk) ++b_sent;
+  // Only window - reserve requests reach each side; the rest wait in the queues.
+  std::this_thread::sleep_for(200ms);
+  for (Side* s : {&a, &b}) {
+    std::vector<MessageId> ids;
+    {
+      std::lock_guard lock(s->mu);
+      ids.swap(s->requests);
+    }
+    EXPECT_EQ(ids.size(), 3u);
+    for (MessageId id : ids) EXPECT_EQ(s->ep->reply(id, numbered(99)), SendStatus::kOk);
+  }
+  ASSERT_TRUE(a.replies.wait_for(3));
+  ASSERT_TRUE(b.replies.wait_for(3));
+}
+
+TEST_F(MessageEndpointTest, ReplyFromAnotherThreadAfterHold) {
+  MessageEndpoint server(small_config());
+  std::promise<MessageId> got;
+  server.on_message([&](const Message& m) {
+    EXPECT_EQ(server.hold(m.id), SendStatus::kOk);
+    got.set_value(m.id);
+  });
+  MessageEndpoint client(small_config());
+  Inbox replies;
+  client.on_message([&](const Message& m) { replies.add(m.peer, m.payload); });
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  ASSERT_EQ(client.send(pair.client_side, numbered(1)), SendStatus::kOk);
+  auto fut = got.get_future();
+  ASSERT_EQ(fut.wait_for(kWait), std::future_status::ready);
+  const MessageId id = fut.get();
+  EXPECT_EQ(server.stats(pair.server_side)->held, 1u);
+  std::thread([&] { EXPECT_EQ(server.reply(id, numbered(42)), SendStatus::kOk); }).join();
+  ASSERT_TRUE(replies.wait_for(1));
+  EXPECT_EQ(replies.all()[0].second, 42u);
+  EXPECT_EQ(server.reply(id, numbered(43)), SendStatus::kNotHeld);  // answered already
+  EXPECT_EQ(server.stats(pair.server_side)->held, 0u);
+}
+
+TEST_F(MessageEndpointTest, APeerSendingWithoutCreditIsTerminatedAndOthersCarryOn) {
+  MessageEndpoint server(small_config());
+  Inbox inbox;
+  std::atomic<PeerId> rogue_id{0};
+  server.on_message([&](const Message& m) {
+    if (m.peer == rogue_id.load()) {
+      (void)server.hold(m.id);  // never consumed: the rogue runs out of credit at once
+    } else {
+      inbox.add(m.peer, m.payload);
+    }
+  });
+  EndpointConfig rogue_config = small_config();
+  rogue_config.ignore_credits = true;
+  MessageEndpoint rogue(rogue_config);
+  MessageEndpoint good(small_config());
+  Server listener(server);
+  const Pair rogue_pair = connect(rogue, server, listener, *provider_);
+  rogue_id = rogue_pair.server_side;
+  const Pair good_pair = connect(good, server, listener, *provider_);
+
+  for (std::uint32_t i = 0; i < 40; ++i) (void)rogue.send(rogue_pair.client_side, numbered(i));
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (rogue.stats(rogue_pair.client_side)->state == PeerState::kConnected &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto rs = *rogue.stats(rogue_pair.client_side);
+  ASSERT_EQ(rs.state, PeerState::kFailed);
+  ASSERT_TRUE(rs.terminate_received.has_value()) << rs.detail;
+  EXPECT_EQ(rs.terminate_received->cause.layer, wire::TermLayer::kDdp);
+  EXPECT_EQ(rs.terminate_received->cause.etype, wire::kDdpEtypeUntaggedBuffer);
+  EXPECT_EQ(rs.terminate_received->cause.code, wire::kDdpUntaggedCodeNoBuffer);
+  EXPECT_EQ(server.stats(rogue_pair.server_side)->state, PeerState::kFailed);
+
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    SendStatus st;
+    while ((st = good.send(good_pair.client_side, numbered(i))) == SendStatus::kTryAgain) {
+      ASSERT_TRUE(good.wait_ready(good_pair.client_side, kWait));
+    }
+    ASSERT_EQ(st, SendStatus::kOk);
+  }
+  ASSERT_TRUE(inbox.wait_for(300));
+  const auto gs = *server.stats(good_pair.server_side);
+  EXPECT_EQ(gs.state, PeerState::kConnected);
+  EXPECT_FALSE(gs.terminate_sent.has_value());
+  EXPECT_EQ(rogue.send(rogue_pair.client_side, numbered(1)), SendStatus::kPeerFailed);
+}
+
+TEST_F(MessageEndpointTest, PeersWithoutCreditParametersAreRefused) {
+  // A plain connect (no credit parameters) to an endpoint's accept is rejected, saying why.
+  MessageEndpoint server(small_config());
+  Server listener(server);
+  auto accepted = listener.accept_one("plain");
+  transport::ConnectOptions options;
+  options.policy = policy();
+  options.timeout = kWait;
+  auto plain = provider_->connect(listener.uri(), options);
+  ASSERT_FALSE(plain.has_value());
+  ASSERT_TRUE(plain.error().peer_frame.has_value());
+  const auto& pd = plain.error().peer_frame->private_data;
+  EXPECT_NE(std::string(pd.begin(), pd.end()).find("no credit parameters"), std::string::npos);
+  auto s = accepted.get();
+  ASSERT_FALSE(s.has_value());
+  EXPECT_NE(s.error().detail.find("credit parameters"), std::string::npos);
+
+  // The endpoint connecting to a listener whose application accepts without them.
+  auto raw_listener = provider_
+                          ->listen(*transport::parse_provider_uri("tcp://127.0.0.1:0"), policy(),
+                                   transport::ListenOptions{})
+                          .value();
+  using Accepted = Expected<std::unique_ptr<transport::Connection>, transport::ConnectError>;
+  auto raw_accept = std::async(std::launch::async, [&]() -> Accepted {
+    auto pending = raw_listener->next_request(kWait);
+    if (!pending) return unexpected(transport::ConnectError{});
+    return pending->accept({}, transport::QpCaps{});
+  });
+  MessageEndpoint client(small_config());
+  auto c = client.connect(*provider_,
+                          *transport::parse_provider_uri("tcp://" + raw_listener->local_address()),
+                          options, "raw");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().kind, transport::ConnectError::Kind::kSetup);
+  EXPECT_NE(c.error().detail.find("credit parameters"), std::string::npos);
+  (void)raw_accept.get();
+  EXPECT_TRUE(client.peers().empty());
+  EXPECT_EQ(client.endpoint_stats().budget.send_reserved + client.endpoint_stats().budget.receive_reserved,
+            0u);
+}
+
+TEST_F(MessageEndpointTest, BadArgumentsGetClearAnswers) {
+  MessageEndpoint server(small_config());
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  EXPECT_EQ(client.send(pair.client_side, std::vector<std::uint8_t>(257)), SendStatus::kTooLong);
+  EXPECT_EQ(client.send(pair.client_side, std::vector<std::uint8_t>(256)), SendStatus::kOk);
+  EXPECT_EQ(client.send(9999, numbered(1)), SendStatus::kUnknownPeer);
+  EXPECT_EQ(client.reply(0, numbered(1)), SendStatus::kNotHeld);
+
+  EndpointConfig bad = small_config();
+  bad.reply_reserve = bad.receive_window;
+  MessageEndpoint broken(bad);
+  transport::ConnectOptions options;
+  options.policy = policy();
+  auto c = broken.connect(*provider_, listener.uri(), options, "x");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_EQ(c.error().kind, transport::ConnectError::Kind::kInvalidArgument);
+  EXPECT_NE(c.error().detail.find("reply_reserve"), std::string::npos);
+}
+
+TEST_F(MessageEndpointTest, ClosedPeerGivesBackItsCompletionEntries) {
+  MessageEndpoint server(small_config());
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  for (std::uint32_t i = 0; i < 20; ++i) (void)client.send(pair.client_side, numbered(i));
+  EXPECT_GT(client.endpoint_stats().budget.receive_reserved, 0u);
+  client.close_peer(pair.client_side, 2000ms);
+  EXPECT_TRUE(client.peers().empty());
+  const auto b = client.endpoint_stats().budget;
+  EXPECT_EQ(b.send_reserved + b.receive_reserved, 0u);
+  EXPECT_EQ(client.send(pair.client_side, numbered(1)), SendStatus::kUnknownPeer);
+}
+
+}  // namespace
+}  // namespace rdma_interop::messaging
