@@ -10,6 +10,8 @@
 #   capture   our traffic captured (loopback and a namespace lab run), decoded by tshark
 #   interop   the interop matrix across two network-namespace hosts (root)
 #   storm     connect storms from 4 namespace hosts against a backlog-64 listener (root)
+#   mesh      N:N message meshes of 4-5 namespace hosts over credit flow control: a stalled
+#             peer, request/reply with a slow party, a misbehaving peer, a soak (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
@@ -22,7 +24,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm kernel asan fuzz)
+all_tiers=(unit python cli faults capture interop storm mesh kernel asan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -37,7 +39,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants kernel; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants kernel; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -99,6 +101,7 @@ wants faults && run_tier faults pytest_tier tests/faults
 wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
 wants storm && run_tier storm pytest_tier -s tests/storm
+wants mesh && run_tier mesh pytest_tier -s tests/mesh
 wants kernel && run_tier kernel kernel_tier
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier

@@ -1,0 +1,140 @@
+#include "tools/rdma-mesh/mesh_setup.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/credit/credit_params.h"
+
+namespace rdma_interop::mesh {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using transport::Millis;
+
+// How long one connect attempt may take, and the retry backoff (full jitter).
+constexpr Millis kAttemptTimeout{5000};
+constexpr Millis kBackoff{50};
+constexpr Millis kBackoffMax{500};
+// The accept loop's wait slice: how soon it sees the deadline or a stop request.
+constexpr Millis kAcceptSlice{100};
+
+std::vector<std::uint8_t> bytes_of(std::string_view s) {
+  return {s.begin(), s.end()};
+}
+
+Millis remaining(Clock::time_point deadline) {
+  return std::max(Millis(0), std::chrono::duration_cast<Millis>(deadline - Clock::now()));
+}
+
+}  // namespace
+
+Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
+    messaging::MessageEndpoint& endpoint, transport::Provider& provider,
+    transport::Listener& listener, const MeshConfig& config, Clock::time_point deadline,
+    const std::atomic<bool>& stop, const ConnectedFn& on_connected, const NoticeFn& notice) {
+  const std::size_t n = config.peers.size();
+  std::vector<std::optional<messaging::PeerId>> ids(n);
+  std::vector<std::string> errors(n);
+  std::mutex mu;  // ids, errors, and the callbacks' output order
+
+  // Every later-named peer at once, one thread each: a peer that starts late delays only its
+  // own connection.
+  std::vector<std::thread> connectors;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& peer = config.peers[i];
+    if (!(config.name < peer.name)) continue;
+    connectors.emplace_back([&, i] {
+      transport::ConnectOptions options;
+      options.private_data = bytes_of(config.name);
+      options.timeout = std::min(kAttemptTimeout, remaining(deadline));
+      // Enough tries to span the setup time at the mean backoff; the deadline is checked
+      // again afterwards.
+      options.retries = static_cast<std::uint32_t>(remaining(deadline) / (kBackoffMax / 2)) + 1;
+      options.retry_backoff = kBackoff;
+      options.retry_backoff_max = kBackoffMax;
+      auto result = endpoint.connect(provider, peer.uri, options, peer.name);
+      std::lock_guard lock(mu);
+      if (result) {
+        ids[i] = *result;
+        on_connected(i, *result, "connect");
+      } else {
+        errors[i] = "connect to " + peer.uri.to_string() + " failed after " +
+                    std::to_string(result.error().attempts) +
+                    " attempts: " + transport::to_string(result.error());
+      }
+    });
+  }
+
+  // Every earlier-named peer calls us.
+  auto expected_caller = [&](const std::string& name) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (config.peers[i].name == name && name < config.name) return i;
+    }
+    return std::nullopt;
+  };
+  auto callers_left = [&] {
+    std::lock_guard lock(mu);
+    std::size_t left = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (config.peers[i].name < config.name && !ids[i]) ++left;
+    }
+    return left;
+  };
+  while (callers_left() > 0 && Clock::now() < deadline && !stop.load()) {
+    auto pending = listener.next_request(std::min(kAcceptSlice, remaining(deadline)));
+    if (!pending) continue;
+    const auto& pd = pending->request().private_data;
+    const std::string name =
+        pd.size() > credit::kCreditParamsSize
+            ? std::string(pd.begin() + static_cast<std::ptrdiff_t>(credit::kCreditParamsSize),
+                          pd.end())
+            : std::string();
+    auto index = expected_caller(name);
+    bool duplicate = false;
+    if (index) {
+      std::lock_guard lock(mu);
+      duplicate = ids[*index].has_value();
+    }
+    if (!index || duplicate) {
+      const std::string why =
+          !index ? "rdma-mesh " + config.name + ": not a peer that calls us: '" + name + "'"
+                 : "rdma-mesh " + config.name + ": already connected to " + name;
+      pending->reject(bytes_of(why));
+      notice("rejected a request from " + pending->peer_address() + ": " + why);
+      continue;
+    }
+    auto accepted = endpoint.accept(*pending, name);
+    std::lock_guard lock(mu);
+    if (accepted) {
+      ids[*index] = *accepted;
+      on_connected(*index, *accepted, "accept");
+    } else {
+      // The caller's connect fails too and is retried (or gives up and says why).
+      errors[*index] = "accept failed: " + transport::to_string(accepted.error());
+      notice("accepting " + name + " failed: " + transport::to_string(accepted.error()));
+    }
+  }
+
+  for (auto& t : connectors) t.join();
+
+  std::string problems;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ids[i]) continue;
+    const auto& peer = config.peers[i];
+    std::string why = errors[i];
+    if (why.empty()) {
+      why = peer.name < config.name ? "never connected to us" : "not connected";
+      if (stop.load()) why += " (stopped by a signal)";
+    }
+    if (!problems.empty()) problems += "; ";
+    problems += peer.name + ": " + why;
+  }
+  if (!problems.empty()) return unexpected(problems);
+  std::vector<messaging::PeerId> out;
+  for (auto& id : ids) out.push_back(*id);
+  return out;
+}
+
+}  // namespace rdma_interop::mesh
