@@ -443,6 +443,20 @@ struct MessageEndpoint::State {
     cv.notify_all();
   }
 
+  // Closes a peer's connection, waits up to `timeout` for its work requests to flush (their
+  // entries come back through complete()), forgets it, and destroys the connection before
+  // its buffers. Called with `lock` held on mu; returns with it released.
+  void drop(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Peer>& p, Millis timeout) {
+    lock.unlock();
+    if (p->conn) p->conn->disconnect(timeout);
+    lock.lock();
+    cv.wait_for(lock, timeout, [&] { return p->outstanding_recv + p->outstanding_send == 0; });
+    forget(p->id);
+    auto doomed = std::move(p->conn);
+    lock.unlock();
+    doomed.reset();
+  }
+
   std::vector<telemetry::ConnectionSnapshot> snapshots() const {
     std::lock_guard lock(mu);
     std::vector<telemetry::ConnectionSnapshot> out;
@@ -576,30 +590,14 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   peer->conn = std::move(*conn);
   auto theirs = credit::decode_credit_params(peer_private_data(*peer->conn));
   if (!theirs) {
-    ConnectError e = setup_error("peer did not offer credit parameters: " +
-                                 std::string(credit::describe(theirs.error())));
-    // Close it and wait (briefly) for its receives to flush before its buffers go.
-    lock.unlock();
-    peer->conn->disconnect(Millis(1000));
-    lock.lock();
-    cv.wait_for(lock, Millis(1000),
-                [&] { return peer->outstanding_recv + peer->outstanding_send == 0; });
-    forget(peer->id);
-    auto doomed = std::move(peer->conn);
-    lock.unlock();
-    doomed.reset();
-    return unexpected(e);
+    drop(lock, peer, Millis(1000));
+    return unexpected(setup_error("peer did not offer credit parameters: " +
+                                  std::string(credit::describe(theirs.error()))));
   }
   credit::CreditConfig cc = credit::config_for(ours, *theirs, config.send_queue_depth,
                                                config.control_send_slots);
   if (!credit::validate(cc)) {
-    lock.unlock();
-    peer->conn->disconnect(Millis(1000));
-    lock.lock();
-    forget(peer->id);
-    auto doomed = std::move(peer->conn);
-    lock.unlock();
-    doomed.reset();
+    drop(lock, peer, Millis(1000));
     return unexpected(setup_error("credit parameters do not work together"));
   }
   peer->window.emplace(cc);
@@ -797,14 +795,7 @@ void MessageEndpoint::close_peer(PeerId peer, Millis timeout) {
     p->requests.clear();
     p->replies.clear();
   }
-  lock.unlock();
-  if (p->conn) p->conn->disconnect(timeout);
-  lock.lock();
-  s.cv.wait_for(lock, timeout, [&] { return p->outstanding_recv + p->outstanding_send == 0; });
-  s.forget(peer);
-  auto doomed = std::move(p->conn);
-  lock.unlock();
-  doomed.reset();
+  s.drop(lock, p, timeout);
 }
 
 std::vector<PeerId> MessageEndpoint::peers() const {
