@@ -43,6 +43,17 @@ struct ConnectOptions {
   int retry_backoff_ms = 100;   // the full-jitter base; the cap is 50x it (at most 30 s)
 };
 
+struct ProbeOptions {
+  std::string uri;
+  bool json = false;
+  double timeout_s = 3.0;        // each probe connection
+  int rtr_wait_ms = 2000;        // how long the RTR probe withholds the RTR
+  int first_fpdu_delay_ms = 50;  // after the Reply (kernel siw as responder needs it)
+  int max_connections = 48;
+  bool evidence = false;         // the table lists each probe's offer and answer
+  bool quiet = false;            // no progress line on a terminal
+};
+
 struct ListOptions {
   std::vector<std::string> extra_dirs;
   bool json = false;
@@ -51,6 +62,7 @@ struct ListOptions {
 int run_serve(const ServeOptions& options);
 int run_connect(const ConnectOptions& options);
 int run_list_personalities(const ListOptions& options);
+int run_probe(const ProbeOptions& options);
 
 // --personality-dir directories, then the defaults (personality.h).
 std::vector<std::filesystem::path> personality_search_dirs(

@@ -78,14 +78,14 @@ class Session {
     return ok("register_buffers");
   }
 
-  bool send_message(std::string_view step, const json& message) {
+  bool send_message(std::string_view step, const json& message, bool record = true) {
     auto text = message.dump();
     if (text.size() > kMessageSize) return fail(step, "message larger than 4 KiB");
     std::memcpy(mem_.send_buffer().data(), text.data(), text.size());
     rdmap::SendWr wr;
     wr.opcode = WrOpcode::kSend;
     wr.sge = {address_of(mem_.send_buffer()), static_cast<std::uint32_t>(text.size()), send_stag_};
-    return post_and_wait(step, wr);
+    return post_and_wait(step, wr, record);
   }
 
   // Waits for the next message; nullopt (with the step failed) on timeout, error, bad JSON.
@@ -194,7 +194,7 @@ class Session {
     return true;
   }
 
-  bool post_and_wait(std::string_view step, rdmap::SendWr wr) {
+  bool post_and_wait(std::string_view step, rdmap::SendWr wr, bool record = true) {
     wr.wr_id = next_wr_id_++;
     wr.signaled = true;
     if (auto e = c_.post_send(wr)) {
@@ -209,7 +209,7 @@ class Session {
                             std::string(rdmap::wc_status_name(wc->status)) +
                             terminate_text(wc->terminate));
     }
-    return ok(step);
+    return record ? ok(step) : true;
   }
 
   static std::string terminate_text(const std::optional<wire::TerminateCause>& t) {
@@ -340,8 +340,15 @@ void tell_peer_we_failed(Session& s, const ExchangeResult& r) {
 // Waits for the peer's `op` message advertising a region, keeps the peer's view of the
 // connection it carries, and on any problem records it and tells the peer.
 std::optional<RemoteRegion> await_region(Session& s, ExchangeResult& r, std::string_view step,
-                                         std::string_view op) {
+                                         std::string_view op, bool answer_echoes = false) {
   auto m = s.receive_message(step);
+  std::size_t echoes = 0;
+  while (answer_echoes && m && text_field(*m, "op") == "echo") {
+    if (!s.send_message("answer_echo", *m, /*record=*/false)) return std::nullopt;
+    ++echoes;
+    m = s.receive_message(step);
+  }
+  if (echoes > 0) s.ok("answered " + std::to_string(echoes) + " echoes");
   if (!m || !expect_op(s, step, *m, op)) return std::nullopt;
   if (auto it = m->find("negotiated"); it != m->end()) r.peer_view = *it;
   std::string why;
@@ -353,6 +360,30 @@ std::optional<RemoteRegion> await_region(Session& s, ExchangeResult& r, std::str
   }
   s.ok(step);
   return region;
+}
+
+// Steps 1 and 2 of the initiator: advertise A, filled with pattern(seed_a); the responder
+// Reads A, Writes pattern(seed_b) into it and answers with its region C; check A.
+std::optional<RemoteRegion> advertise_and_await_responder(Session& s, ExchangeResult& r,
+                                                          transport::Connection& connection) {
+  std::uint32_t a_stag = 0;
+  auto& a = s.region(/*remote=*/true, a_stag);
+  auto seed_a = random_seed();
+  fill_pattern(a, seed_a);
+  json advertise{{"op", "advertise"},     {"stag", a_stag},
+                 {"addr", address_of(a)}, {"len", kRegionSize},
+                 {"seed", seed_a},        {"negotiated", cm::to_json(connection.info().params)}};
+  if (!s.send_message("advertise", advertise)) return std::nullopt;
+
+  auto c = await_region(s, r, "await_responder_done", "responder_done");
+  if (!c) return std::nullopt;
+  r.bytes_verified += kRegionSize;  // the responder checked A (seed_a) before answering
+  if (!s.verify("verify_responder_write", a, c->seed)) {
+    tell_peer_we_failed(s, r);
+    return std::nullopt;
+  }
+  r.bytes_verified += kRegionSize;
+  return c;
 }
 
 }  // namespace
@@ -383,25 +414,9 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
     return s.finish(false);
   }
 
-  // 1. Advertise A, filled with pattern(seed_a).
-  std::uint32_t a_stag = 0;
-  auto& a = s.region(/*remote=*/true, a_stag);
-  auto seed_a = random_seed();
-  fill_pattern(a, seed_a);
-  json advertise{{"op", "advertise"},     {"stag", a_stag},
-                 {"addr", address_of(a)}, {"len", kRegionSize},
-                 {"seed", seed_a},        {"negotiated", cm::to_json(connection.info().params)}};
-  if (!s.send_message("advertise", advertise)) return s.finish(false);
-
-  // 2. The responder Read A and Wrote pattern(seed_b) into it.
-  auto c = await_region(s, r, "await_responder_done", "responder_done");
+  // 1 and 2.
+  auto c = advertise_and_await_responder(s, r, connection);
   if (!c) return s.finish(false);
-  r.bytes_verified += kRegionSize;  // the responder checked A (seed_a) before answering
-  if (!s.verify("verify_responder_write", a, c->seed)) {
-    tell_peer_we_failed(s, r);
-    return s.finish(false);
-  }
-  r.bytes_verified += kRegionSize;
 
   // 3. Write pattern(seed_c) into C, Read it back, check it.
   std::uint32_t d_stag = 0;
@@ -455,7 +470,7 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   if (!s.register_buffers()) return s.finish(false);
 
   // 1. The initiator's region A.
-  auto a = await_region(s, r, "await_advertise", "advertise");
+  auto a = await_region(s, r, "await_advertise", "advertise", /*answer_echoes=*/true);
   if (!a) return s.finish(false);
 
   // 2. Read A into B and check it; Write pattern(seed_b) back into A.
@@ -503,6 +518,46 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   // 5. The initiator disconnects.
   if (!s.await_close("await_close")) return s.finish(false);
   return s.finish(true);
+}
+
+std::vector<double> echo_round_trips(transport::Connection& connection, ExchangeMemory& memory,
+                                     const ExchangeOptions& options, int count, std::size_t size,
+                                     ExchangeResult& r) {
+  std::vector<double> micros;
+  Session s(connection, memory, options, r);
+  if (!s.register_buffers()) return micros;
+  for (int i = 0; i < count; ++i) {
+    json m{{"op", "echo"}, {"seq", i}, {"pad", ""}};
+    const std::size_t bare = m.dump().size();
+    m["pad"] = std::string(size > bare ? size - bare : 0, 'e');
+    const auto start = Clock::now();
+    if (!s.send_message("echo", m, /*record=*/false)) break;
+    auto back = s.receive_message("await_echo");
+    if (!back) break;
+    if (*back != m) {
+      s.fail("await_echo", "the answer is not the echo: " + back->dump().substr(0, 120));
+      break;
+    }
+    micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  }
+  r.ok = micros.size() == static_cast<std::size_t>(count);
+  if (!r.ok) s.note_connection_state();
+  return micros;
+}
+
+std::optional<PeerRegion> fetch_responder_region(transport::Connection& connection,
+                                                 ExchangeMemory& memory,
+                                                 const ExchangeOptions& options,
+                                                 ExchangeResult& r) {
+  Session s(connection, memory, options, r);
+  if (!s.register_buffers()) return std::nullopt;
+  auto c = advertise_and_await_responder(s, r, connection);
+  if (!c) {
+    s.note_connection_state();
+    return std::nullopt;
+  }
+  r.ok = true;
+  return PeerRegion{c->stag, c->addr, kRegionSize};
 }
 
 }  // namespace rdma_interop::probe

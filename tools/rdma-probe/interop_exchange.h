@@ -19,6 +19,9 @@
 // A side that finds a problem early Sends {"op":"verified","ok":false,"detail":...} in place
 // of its next message, so the peer reports the reason instead of a timeout.
 //
+// Before "advertise" the initiator may Send {"op":"echo","seq":N,"pad":"..."} messages; the
+// responder Sends each back unchanged, so a Send round trip can be timed (rdma-probe URI).
+//
 // bytes_verified counts the 64 KiB patterns this side knows were checked end to end, by
 // either side: three (seed_a, seed_b, seed_c), 196608 bytes, when the exchange succeeds.
 #pragma once
@@ -98,5 +101,27 @@ ExchangeResult run_initiator_exchange(transport::Connection& connection, Exchang
                                       const ExchangeOptions& options);
 ExchangeResult run_responder_exchange(transport::Connection& connection, ExchangeMemory& memory,
                                       const ExchangeOptions& options);
+
+// rdma-probe's probes (peer_probe.h) borrow the exchange on connections of their own.
+//
+// Round trips of `count` echo messages of `size` octets (at least the bare message, about
+// 30), in microseconds, each from posting the Send to the echo's arrival. Stops at the
+// first failure (r.detail says why; r.ok is false).
+std::vector<double> echo_round_trips(transport::Connection& connection, ExchangeMemory& memory,
+                                     const ExchangeOptions& options, int count, std::size_t size,
+                                     ExchangeResult& r);
+
+// A region the responder granted remote read and write, 64 KiB from (stag, addr).
+struct PeerRegion {
+  std::uint32_t stag = 0;
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+};
+// Runs steps 1 and 2 of the initiator's exchange and stops there, with the responder's
+// region C: a known-good STag, so a probe can go out of its bounds on purpose.
+std::optional<PeerRegion> fetch_responder_region(transport::Connection& connection,
+                                                 ExchangeMemory& memory,
+                                                 const ExchangeOptions& options,
+                                                 ExchangeResult& r);
 
 }  // namespace rdma_interop::probe

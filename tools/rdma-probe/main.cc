@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tools/common/help_wrap.h"
 #include "tools/rdma-probe/commands.h"
@@ -19,7 +20,12 @@ namespace {
 using namespace rdma_interop::probe;
 
 constexpr const char* kDescription =
-    R"(rdma-probe - meet another iWARP stack and check that it interoperates.
+    R"(rdma-probe - meet another iWARP stack: find out what it speaks, check that it interoperates.
+
+  rdma-probe [--json] [--timeout S] tcp://HOST:PORT     what does this peer speak?
+  rdma-probe serve | connect | personalities ...        the interop responder and initiator
+
+Given only a URI, rdma-probe probes the peer ('rdma-probe probe --help' says how and what).
 
 rdma-probe speaks MPA connection setup (RFC 5044, RFC 6581 revision 2 with IRD/ORD and the
 peer-to-peer ready-to-receive), then DDP/RDMAP (RFC 5041, RFC 5040) over a userspace iWARP
@@ -38,6 +44,7 @@ constexpr const char* kMainFooter = R"(
 EXIT CODES
   0  success          1  connection setup or the exchange failed
   2  bad arguments    3  the address did not answer (TCP connect refused or timed out)
+  4  (probe) something answered, but it is not an iWARP peer
 
 Run 'rdma-probe COMMAND --help' for each command's options, output and examples.
 Personality files: see share/rdma-interop/personalities/README.md (or tools/personalities/).)";
@@ -117,6 +124,78 @@ EXIT CODES
   2  bad arguments: URI, personality, option values
   3  unreachable: the TCP connection was refused or timed out (verbs: no RDMA device
      reaches the address, or nothing listens there))";
+
+constexpr const char* kProbeDescription =
+    R"(Find out what an iWARP peer speaks, by connecting to it several times with different offers.
+
+The first question about a new box at an interop event. Each probe is one connection whose
+MPA Request differs from a plain one in the thing being asked; what came back is the
+evidence. The report has one line per capability, with a verdict:
+  iWARP (MPA) peer                 its Reply to a plain revision-2 Request, its private data
+  MPA revisions answered           1, 2; a revision-2 Request to a revision-1 peer: answered
+                                   in revision 1 (RFC 5044 s7.1), or reset (then whether an
+                                   initiator that retries in revision 1 gets through)
+  Peer-to-peer mode, RTR types     RFC 6581: accepted or declined; each RTR type (Send, Write,
+                                   Read) offered alone; the one picked from all; preference
+  Waits for the RTR                the RTR withheld for --rtr-wait: does the peer send first?
+  IRD/ORD                          what it grants; strict (an ORD above its IRD fails, MPA
+                                   code 0x06) or relaxed (the initiator lowers its ORD)
+  CRC32c                           required (sets C unasked), optional, or refused
+  Markers                          asked for in its Reply; sent when asked, or refused
+  Largest private data             PD_Length answered: 512, 256 (the Linux limit), or found
+                                   by a binary search between
+  Reserved Request bits            ignored (RFC 5044), echoed, or rejected
+  How it refuses                   MPA Reject (with its private data), a Terminate after the
+                                   Reply, a reset, a close, silence; a listener overflow
+                                   marker when one was seen
+  Round trips                      a zero-length RDMA Read (16 of them), a 64-octet Send
+                                   echoed by the peer (rdma-probe serve answers echoes)
+  Terminate codes                  for an RDMA Write and an RDMA Read naming an unknown STag,
+                                   and going past the end of a region the peer advertised
+                                   (rdma-probe serve advertises one; other peers: not tested)
+Verdicts: ok (what the RFCs ask for), note (allowed, limits peers), warn (a known interop
+hazard), fail (against the RFCs), n/a, not_tested (the WHY section says why).
+
+The probe never floods: one connection at a time, at least 20 ms apart, each bounded by
+--timeout, at most --max-connections (about 25 against a well-behaved peer). Over verbs://
+the kernel negotiates MPA, so only the connection-level rows are probed there.
+
+With --json, one object (schema rdma-interop/probe/1):
+  {"schema":"rdma-interop/probe/1","uri":"tcp://...","outcome":"probed"|"unreachable"|
+   "not_iwarp"|"rejected","detail":"...","connections":23,"elapsed_ms":812.4,
+   "capabilities":[{"id":"crc","title":"CRC32c","value":"optional: ...","verdict":"ok",
+                    "why":"","data":{"crc":"optional"},
+                    "evidence":[{"offered":"MPA Request rev 2 CRC ...","came_back":"..."}]}],
+   "responder_policy":{"revision":2,"on_newer_revision":null,"private_data":"siw",
+                       "peer_to_peer":"accepted","rtr_accepted":["write","read"],
+                       "rtr_preference":["write","read"],"ird":16,"ord":16,
+                       "strict_ird_ord":false,"crc":"optional","markers_wanted":false,
+                       "markers_supported":false,"private_data_limit":256,
+                       "reject_reserved_bits":false}}
+"responder_policy" uses the personality file's names (rdma-probe personalities --json) for
+what a responder shows from outside; null where it could not be found out. Capability ids:
+iwarp, mpa_revisions, revision2_to_revision1, peer_to_peer, rtr_types, rtr_choice, rtr_wait,
+ird_ord, ird_ord_check, crc, markers, private_data, reserved_bits, rtt_read0, rtt_send64,
+terminate_write_invalid_stag, terminate_read_invalid_stag, terminate_write_out_of_bounds,
+terminate_read_out_of_bounds, rejects. New fields may be added; the schema version changes
+when a field changes meaning.
+)";
+
+constexpr const char* kProbeFooter = R"(
+EXAMPLES
+  rdma-probe tcp://198.18.0.2:7174
+  rdma-probe --json tcp://lab-b:7174 | python3 -m json.tool
+  rdma-probe --evidence --timeout 5 tcp://127.0.0.1:2000     (each probe's offer and answer)
+  rdma-probe probe verbs://10.0.2.15:7174                    (through rdma-core)
+
+EXIT CODES
+  0  probed: the report lists what the peer speaks
+  1  an iWARP peer that rejected even a plain Request (e.g. its listener is over its
+     backlog: try again), or the probe was stopped by a signal
+  2  bad arguments
+  3  unreachable: TCP connect refused, no route, or timed out
+  4  not an iWARP peer: it answered with something else (an HTTP server says "HTTP/1.1
+     400"), or closed or stayed silent on MPA Requests of both revisions)";
 
 constexpr const char* kListDescription =
     R"(List the personalities --personality can name.
@@ -286,6 +365,51 @@ int main(int argc, char** argv) {
                         wrap("Print one JSON report (schema rdma-interop/connect/1) instead of the "
                              "summary"));
 
+  ProbeOptions probe;
+  auto* probe_cmd = app.add_subcommand("probe", kProbeDescription);
+  probe_cmd->footer(kProbeFooter);
+  probe_cmd
+      ->add_option("uri", probe.uri,
+                   wrap("The peer: tcp://HOST:PORT (our userspace iWARP, every MPA row), or "
+                        "verbs://ADDR:PORT through rdma-core (connection-level rows only)"))
+      ->required()
+      ->type_name("URI");
+  probe_cmd->add_flag("--json", probe.json,
+                      wrap("Print one JSON report (schema rdma-interop/probe/1) instead of the "
+                           "table"));
+  probe_cmd
+      ->add_option("-t,--timeout", probe.timeout_s,
+                   wrap("Seconds each probe connection may take, setup and all (default 3)"))
+      ->type_name("SECONDS")
+      ->check(CLI::Range(0.05, 600.0));
+  probe_cmd
+      ->add_option("--rtr-wait", probe.rtr_wait_ms,
+                   wrap("Milliseconds the RTR probe withholds its RTR to see whether the peer "
+                        "sends first (default 2000); a peer that gives up sooner is seen "
+                        "closing"))
+      ->type_name("MS")
+      ->check(CLI::Range(10, 600000));
+  probe_cmd
+      ->add_option("--first-fpdu-delay", probe.first_fpdu_delay_ms,
+                   wrap("Milliseconds between the MPA Reply and the first FPDU of each probe "
+                        "connection (default 50: kernel siw as responder needs it)"))
+      ->type_name("MS")
+      ->check(CLI::Range(0, 60000));
+  probe_cmd
+      ->add_option("--max-connections", probe.max_connections,
+                   wrap("Connections the probe may make in all (default 48); probes past it "
+                        "are reported not_tested"))
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000));
+  // Given twice (a wrapper's default, then the operator's), the last one counts.
+  for (const auto* name : {"--timeout", "--rtr-wait", "--first-fpdu-delay", "--max-connections"}) {
+    probe_cmd->get_option(name)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  probe_cmd->add_flag("--evidence", probe.evidence,
+                      wrap("Under each capability, print each probe's offer and what came back"));
+  probe_cmd->add_flag("-q,--quiet", probe.quiet,
+                      wrap("No progress line on stderr (shown only when stderr is a terminal)"));
+
   ListOptions list;
   auto* list_cmd = app.add_subcommand("personalities", kListDescription);
   list_cmd->footer(kListFooter);
@@ -297,19 +421,29 @@ int main(int argc, char** argv) {
                      wrap("Print a JSON array of the personalities (the file format, plus "
                           "source_path)"));
 
-  // CLI11 would call an unknown command "A subcommand is required"; name it instead.
-  if (argc > 1 && argv[1][0] != '-') {
+  // `rdma-probe [OPTIONS] URI` is `rdma-probe probe [OPTIONS] URI`: a first argument that is
+  // a URI or an option other than the top level's own makes the probe command explicit.
+  std::vector<char*> args(argv, argv + argc);
+  static char probe_word[] = "probe";
+  if (argc > 1) {
     std::string_view first = argv[1];
-    if (first != "serve" && first != "connect" && first != "personalities") {
+    const bool top_level_flag = first == "-h" || first == "--help" || first == "--version";
+    const bool command = first == "serve" || first == "connect" || first == "personalities" ||
+                         first == "probe";
+    if (!command && !top_level_flag &&
+        (first.starts_with("-") || first.find("://") != std::string_view::npos)) {
+      args.insert(args.begin() + 1, probe_word);
+    } else if (!command && !top_level_flag) {
+      // CLI11 would call it "A subcommand is required"; name it instead.
       std::fprintf(stderr,
-                   "rdma-probe: error: unknown command '%s' (commands: serve, connect, "
-                   "personalities)\nRun with --help for more information.\n",
+                   "rdma-probe: error: '%s' is neither a command (serve, connect, personalities, "
+                   "probe) nor a URI (tcp://HOST:PORT)\nRun with --help for more information.\n",
                    argv[1]);
       return kExitUsage;
     }
   }
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -325,6 +459,7 @@ int main(int argc, char** argv) {
     if (*serve_cmd) return run_serve(serve);
     if (*connect_cmd) return run_connect(connect);
     if (*list_cmd) return run_list_personalities(list);
+    if (*probe_cmd) return run_probe(probe);
   } catch (const std::exception& e) {
     // Nothing here is expected to throw; if it does, say so instead of aborting.
     std::fprintf(stderr, "rdma-probe: internal error: %s\n", e.what());

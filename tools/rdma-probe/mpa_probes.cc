@@ -1,0 +1,624 @@
+#include "tools/rdma-probe/mpa_probes.h"
+
+#include <algorithm>
+
+#include "core/cm/listen_backlog.h"
+#include "core/cm/mpa_negotiation.h"
+
+namespace rdma_interop::probe {
+namespace {
+
+using json = nlohmann::ordered_json;
+using cm::RtrType;
+
+constexpr RtrType kAllRtrs[] = {RtrType::kSend, RtrType::kWrite, RtrType::kRead};
+
+Capability row(std::string id, std::string title) {
+  Capability c;
+  c.id = std::move(id);
+  c.title = std::move(title);
+  return c;
+}
+
+void not_tested(Capability& c, std::string why) {
+  c.value = "not tested";
+  c.verdict = Verdict::kNotTested;
+  c.why = std::move(why);
+}
+
+void not_applicable(Capability& c, std::string value) {
+  c.value = std::move(value);
+  c.verdict = Verdict::kNotApplicable;
+}
+
+std::vector<std::uint8_t> filler(std::size_t n) { return std::vector<std::uint8_t>(n, 'p'); }
+
+cm::RtrSet only(RtrType t) {
+  cm::RtrSet set;
+  set.send = t == RtrType::kSend;
+  set.write = t == RtrType::kWrite;
+  set.read = t == RtrType::kRead;
+  return set;
+}
+
+std::string rtr_text(const cm::RtrSet& set) {
+  std::string out;
+  for (auto t : kAllRtrs) {
+    if (!set.contains(t)) continue;
+    if (!out.empty()) out += ", ";
+    out += cm::rtr_name(t);
+  }
+  return out.empty() ? "none" : out;
+}
+
+json rtr_json(const cm::RtrSet& set) {
+  json out = json::array();
+  for (auto t : kAllRtrs) {
+    if (set.contains(t)) out.push_back(cm::rtr_name(t));
+  }
+  return out;
+}
+
+// Keeps the first example of each form of refusal.
+void note_refusal(PeerFacts& f, std::string form, const Evidence& e) {
+  if (form.empty()) return;
+  for (const auto& seen : f.refusals) {
+    if (seen.form == form) return;
+  }
+  f.refusals.push_back({std::move(form), e});
+}
+
+// Without peer-to-peer or revision 2 there is nothing to ask about RTRs and IRD/ORD.
+bool speaks_revision2(const PeerFacts& f) { return f.answers_revision2; }
+
+std::string pd_text(const wire::MpaFrame& frame) {
+  return frame.private_data.empty() ? "none"
+                                    : "\"" + printable_prefix(frame.private_data) + "\"";
+}
+
+}  // namespace
+
+std::string refusal_form(const Attempt& a) {
+  if (a.established() || !a.error) return {};
+  const auto& e = *a.error;
+  if (e.kind == transport::ConnectError::Kind::kUnreachable) return "TCP connect refused";
+  if (!e.failure) return "no Reply in time";
+  switch (*e.failure) {
+    case cm::CmFailure::kBacklogFull:
+      return "listener overflow: MPA Reject with \"" + std::string(cm::kBacklogFullMarker) + "\"";
+    case cm::CmFailure::kPeerRejected:
+      return "MPA Reject (R) with " +
+             std::to_string(e.peer_frame ? e.peer_frame->private_data.size() : 0) +
+             " octets of private data";
+    case cm::CmFailure::kConnectionReset:
+      return e.peer_frame ? "a Reply, then a TCP reset" : "TCP reset without a Reply";
+    case cm::CmFailure::kConnectionClosed:
+      return e.peer_frame ? "a Reply, then a TCP close" : "TCP close without a Reply";
+    case cm::CmFailure::kReplyTimeout:
+      return "no Reply (silence)";
+    case cm::CmFailure::kNoMatchingRtr:
+      return "a Reply choosing no RTR type (RFC 6581 MPA code 0x07)";
+    default:
+      break;
+  }
+  if (e.terminate) return "a Reply, then Terminate " + wire::describe(*e.terminate);
+  return std::string(cm::failure_name(*e.failure));
+}
+
+std::string refusal_form(const RawAnswer& a) {
+  switch (a.kind) {
+    case RawAnswer::Kind::kReply:
+      if (a.reply && a.reply->reject) {
+        return "MPA Reject (R) with " + std::to_string(a.reply->private_data.size()) +
+               " octets of private data";
+      }
+      return {};
+    case RawAnswer::Kind::kReset:
+      return "TCP reset without a Reply";
+    case RawAnswer::Kind::kClosed:
+      return "TCP close without a Reply";
+    case RawAnswer::Kind::kSilent:
+      return "no Reply (silence)";
+    default:
+      return {};
+  }
+}
+
+ProbeOutcome first_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows,
+                           std::string& detail) {
+  auto iwarp = row("iwarp", "iWARP (MPA) peer");
+  auto revisions = row("mpa_revisions", "MPA revisions answered");
+  auto fallback = row("revision2_to_revision1", "Revision-2 Request to it");
+  const auto pd = ProbeSession::plain_private_data();
+
+  const auto request2 = cm::make_request(s.plain_policy(2), pd);
+  auto r2 = s.raw(request2, "first contact: a plain MPA revision-2 Request");
+  if (!r2) {
+    detail = s.why_not();
+    return ProbeOutcome::kUnreachable;
+  }
+  iwarp.evidence.push_back({wire::to_string(request2), describe(*r2)});
+  if (r2->kind == RawAnswer::Kind::kUnreachable) {
+    detail = "unreachable: " + r2->detail;
+    return ProbeOutcome::kUnreachable;
+  }
+  if (r2->kind == RawAnswer::Kind::kNotMpa || r2->kind == RawAnswer::Kind::kBadReply) {
+    detail = "not an iWARP peer: it " + r2->detail;
+    if (auto server = guess_server(r2->first_bytes); !server.empty()) detail += " (" + server + ")";
+    iwarp.value = "no: " + r2->detail;
+    iwarp.verdict = Verdict::kFail;
+    rows.push_back(std::move(iwarp));
+    return ProbeOutcome::kNotIwarp;
+  }
+
+  std::optional<RawAnswer> r1;
+  wire::MpaFrame request1;
+  auto ask_revision1 = [&] {
+    request1 = cm::make_request(s.plain_policy(1), pd);
+    r1 = s.raw(request1, "a plain MPA revision-1 Request");
+    if (r1) iwarp.evidence.push_back({wire::to_string(request1), describe(*r1)});
+  };
+
+  if (r2->kind == RawAnswer::Kind::kReply) {
+    const auto& reply = *r2->reply;
+    if (reply.reject) {
+      note_refusal(f, refusal_form(*r2), iwarp.evidence.back());
+      const bool overflow =
+          std::string_view(reinterpret_cast<const char*>(reply.private_data.data()),
+                           reply.private_data.size()) == cm::kBacklogFullMarker;
+      detail = overflow ? "an iWARP peer whose listener is over its backlog: it rejected the "
+                          "plain Request with \"" + std::string(cm::kBacklogFullMarker) +
+                              "\"; try again later"
+                        : "an iWARP peer that rejected even a plain Request (private data " +
+                              pd_text(reply) + ")";
+      iwarp.value = "yes, but it rejects: " + wire::to_string(reply);
+      iwarp.verdict = Verdict::kWarn;
+      rows.push_back(std::move(iwarp));
+      return ProbeOutcome::kRejected;
+    }
+    f.plain_reply = reply;
+    if (reply.revision >= 2) {
+      f.answers_revision2 = true;
+      f.revision = 2;
+      ask_revision1();
+      f.answers_revision1 = r1 && r1->kind == RawAnswer::Kind::kReply && !r1->reply->reject &&
+                            r1->reply->revision == 1;
+      if (r1 && !f.answers_revision1) note_refusal(f, refusal_form(*r1), iwarp.evidence.back());
+      not_applicable(fallback, "answered in revision 2");
+      f.responder_policy["revision"] = 2;
+      f.responder_policy["on_newer_revision"] = nullptr;
+    } else {
+      // A revision-1 peer answering a revision-2 Request in its own revision (RFC 5044 s7.1).
+      f.answers_revision1 = true;
+      f.revision = 1;
+      fallback.value = "answers with a revision-1 Reply, as RFC 5044 s7.1 asks";
+      fallback.verdict = Verdict::kOk;
+      fallback.evidence.push_back(iwarp.evidence.back());
+      f.responder_policy["revision"] = 1;
+      f.responder_policy["on_newer_revision"] = "reply";
+    }
+  } else {
+    // Reset, closed or silent: a revision-1-only peer, or not iWARP at all.
+    ask_revision1();
+    if (!r1 || r1->kind != RawAnswer::Kind::kReply || r1->reply->reject) {
+      const std::string how2 = std::string(kind_name(r2->kind));
+      const std::string how1 = r1 ? std::string(kind_name(r1->kind)) : "not asked";
+      detail = "not an iWARP peer: no MPA Reply to a revision-2 Request (" + how2 +
+               ") nor to a revision-1 Request (" + how1 +
+               "); or an iWARP listener over its backlog that drops Requests";
+      iwarp.value = "no MPA Reply";
+      iwarp.verdict = Verdict::kFail;
+      rows.push_back(std::move(iwarp));
+      return ProbeOutcome::kNotIwarp;
+    }
+    f.answers_revision1 = true;
+    f.revision = 1;
+    f.plain_reply = *r1->reply;
+    note_refusal(f, refusal_form(*r2), iwarp.evidence.front());
+    fallback.evidence.push_back(iwarp.evidence.front());
+    f.responder_policy["revision"] = 1;
+    f.responder_policy["on_newer_revision"] =
+        r2->kind == RawAnswer::Kind::kSilent ? json(nullptr) : json("reset");
+    // Does an initiator that retries in revision 1 (cxgb4) get through?
+    auto policy = s.plain_policy(2);
+    policy.fallback_to_revision1 = true;
+    auto retry = s.connect(policy, pd, "revision 2 with a revision-1 retry");
+    if (retry) fallback.evidence.push_back(retry->evidence());
+    const bool retried = retry && retry->established() && retry->info->fell_back_to_revision1;
+    fallback.value = std::string(r2->kind == RawAnswer::Kind::kSilent ? "ignores it"
+                                                                      : "resets the connection") +
+                     (retried ? "; an initiator that retries in revision 1 connects"
+                              : "; a revision-1 retry does not connect either");
+    fallback.verdict = Verdict::kWarn;
+    fallback.why = "RFC 5044 s7.1 has a revision-1 responder answer a newer Request in revision 1; "
+                   "this one " + std::string(kind_name(r2->kind)) +
+                   ", so only initiators that retry in revision 1 (cxgb4's retry_with_mpa_v1) "
+                   "reach it, and siw does not";
+  }
+
+  iwarp.value = "yes: " + wire::to_string(f.plain_reply) + ", private data " + pd_text(f.plain_reply);
+  iwarp.verdict = Verdict::kOk;
+  iwarp.data = {{"reply", wire::to_string(f.plain_reply)},
+                {"private_data", std::string(f.plain_reply.private_data.begin(),
+                                             f.plain_reply.private_data.end())}};
+  f.responder_policy["private_data"] = iwarp.data["private_data"];
+
+  if (f.answers_revision2 && f.answers_revision1) {
+    revisions.value = "2 and 1";
+    revisions.verdict = Verdict::kOk;
+  } else if (f.answers_revision2) {
+    revisions.value = "2 only: a revision-1 Request is refused";
+    revisions.verdict = Verdict::kWarn;
+    revisions.why = "revision-1-only initiators (older firmware) cannot connect";
+  } else {
+    revisions.value = "1 only";
+    revisions.verdict = Verdict::kNote;
+    revisions.why = "no IRD/ORD negotiation and no peer-to-peer RTR (RFC 6581 needs revision 2)";
+  }
+  revisions.data = {{"revision2", f.answers_revision2}, {"revision1", f.answers_revision1}};
+  revisions.evidence = iwarp.evidence;
+  rows.push_back(std::move(iwarp));
+  rows.push_back(std::move(revisions));
+  rows.push_back(std::move(fallback));
+  detail = "an iWARP peer speaking MPA revision " + std::to_string(f.revision);
+  return ProbeOutcome::kProbed;
+}
+
+void probe_crc(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = row("crc", "CRC32c");
+  const auto plain = cm::make_request(s.plain_policy(f.revision), ProbeSession::plain_private_data());
+  c.evidence.push_back({wire::to_string(plain), wire::to_string(f.plain_reply)});
+  if (f.plain_reply.crc) {
+    c.value = "required: its Reply sets C to a Request without it";
+    c.verdict = Verdict::kOk;
+    f.responder_policy["crc"] = "want";
+  } else {
+    auto policy = s.plain_policy(f.revision);
+    policy.crc = cm::CrcMode::kWant;
+    auto a = s.connect(policy, ProbeSession::plain_private_data(), "CRC asked for (C set)");
+    if (!a) {
+      not_tested(c, s.why_not());
+      f.responder_policy["crc"] = nullptr;
+    } else {
+      c.evidence.push_back(a->evidence());
+      if (a->established() && a->info->params.crc) {
+        c.value = "optional: used when asked, not asked for";
+        c.verdict = Verdict::kOk;
+        f.responder_policy["crc"] = "optional";
+      } else {
+        note_refusal(f, refusal_form(*a), c.evidence.back());
+        c.value = "refused: a Request with C fails (" + refusal_form(*a) + ")";
+        c.verdict = Verdict::kNote;
+        c.why = "RFC 5044 s7.1 has CRC used when either side asks; initiators that want CRC "
+                "(cxgb4's default) cannot connect";
+        f.responder_policy["crc"] = "refuse";
+      }
+    }
+  }
+  c.data = {{"crc", f.responder_policy["crc"]}};
+  rows.push_back(std::move(c));
+}
+
+void probe_markers(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = row("markers", "Markers");
+  const bool wanted = f.plain_reply.markers;
+  f.responder_policy["markers_wanted"] = wanted;
+  auto policy = s.plain_policy(f.revision);
+  policy.markers_wanted = true;
+  auto a = s.connect(policy, ProbeSession::plain_private_data(), "markers asked for (M set)");
+  std::string sends;
+  if (!a) {
+    f.responder_policy["markers_supported"] = nullptr;
+    sends = "sending them not tested (" + s.why_not() + ")";
+  } else {
+    c.evidence.push_back(a->evidence());
+    const bool supported = a->established() && a->info->params.markers_from_peer;
+    f.responder_policy["markers_supported"] = supported;
+    if (!supported) note_refusal(f, refusal_form(*a), c.evidence.back());
+    sends = supported ? "sends them when asked" : "refuses to send them (" + refusal_form(*a) + ")";
+  }
+  c.value = std::string(wanted ? "asks for them (M in its Reply); " : "does not ask for them; ") + sends;
+  c.verdict = Verdict::kOk;
+  if (wanted) {
+    c.verdict = Verdict::kNote;
+    c.why = "initiators that cannot insert markers (Linux siw) fail to connect";
+  }
+  c.data = {{"wanted", wanted}, {"supported", f.responder_policy["markers_supported"]}};
+  rows.push_back(std::move(c));
+}
+
+void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto mode = row("peer_to_peer", "Peer-to-peer mode (RFC 6581)");
+  auto types = row("rtr_types", "RTR types accepted");
+  auto pick = row("rtr_choice", "RTR picked when offered all");
+  if (!speaks_revision2(f)) {
+    for (auto* c : {&mode, &types, &pick}) not_applicable(*c, "revision 1 has no peer-to-peer mode");
+    f.responder_policy["peer_to_peer"] = nullptr;
+    f.responder_policy["rtr_accepted"] = nullptr;
+    f.responder_policy["rtr_preference"] = nullptr;
+    rows.push_back(std::move(mode));
+    rows.push_back(std::move(types));
+    rows.push_back(std::move(pick));
+    return;
+  }
+  const auto pd = ProbeSession::plain_private_data();
+  auto p2p_policy = [&](cm::RtrSet offer) {
+    auto p = s.plain_policy(2);
+    p.peer_to_peer = cm::PeerToPeer::kOn;
+    p.rtr_offer = offer;
+    return p;
+  };
+  const cm::RtrSet all{.send = true, .write = true, .read = true};
+  auto a = s.connect(p2p_policy(all), pd, "peer-to-peer, every RTR type offered");
+  if (!a) {
+    for (auto* c : {&mode, &types, &pick}) not_tested(*c, s.why_not());
+    rows.push_back(std::move(mode));
+    rows.push_back(std::move(types));
+    rows.push_back(std::move(pick));
+    return;
+  }
+  mode.evidence.push_back(a->evidence());
+  pick.evidence.push_back(a->evidence());
+  auto reply = a->reply();
+  const bool accepted = reply && reply->enhanced && reply->enhanced->peer_to_peer;
+  f.peer_to_peer = accepted;
+  f.responder_policy["peer_to_peer"] = accepted ? "accepted" : "declined";
+  if (!accepted) {
+    if (!a->established()) note_refusal(f, refusal_form(*a), mode.evidence.back());
+    mode.value = a->established() ? "declined: its Reply clears the peer-to-peer bit"
+                                  : "refused: " + refusal_form(*a);
+    mode.verdict = Verdict::kNote;
+    mode.why = "without peer-to-peer mode the initiator cannot send first; RFC 6581 "
+               "applications that need an RTR cannot use this peer";
+    not_applicable(types, "no peer-to-peer mode");
+    not_applicable(pick, "no peer-to-peer mode");
+    f.responder_policy["rtr_accepted"] = json::array();
+    f.responder_policy["rtr_preference"] = json::array();
+    rows.push_back(std::move(mode));
+    rows.push_back(std::move(types));
+    rows.push_back(std::move(pick));
+    return;
+  }
+  mode.value = "accepted";
+  mode.verdict = Verdict::kOk;
+
+  // Each type alone: accepted when the connection is established with it.
+  std::string refused_how;
+  for (auto t : kAllRtrs) {
+    auto one = s.connect(p2p_policy(only(t)), pd, "peer-to-peer, only a " + std::string(cm::rtr_name(t)) + " RTR");
+    if (!one) {
+      not_tested(types, s.why_not());
+      break;
+    }
+    types.evidence.push_back(one->evidence());
+    if (one->established() && one->info->params.rtr == t) {
+      if (t == RtrType::kSend) f.rtr_accepted.send = true;
+      if (t == RtrType::kWrite) f.rtr_accepted.write = true;
+      if (t == RtrType::kRead) f.rtr_accepted.read = true;
+    } else {
+      note_refusal(f, refusal_form(*one), types.evidence.back());
+      if (refused_how.empty()) refused_how = refusal_form(*one);
+    }
+  }
+  if (types.value.empty()) {
+    types.value = rtr_text(f.rtr_accepted);
+    if (!refused_how.empty()) types.value += "; others refused: " + refused_how;
+    types.verdict = f.rtr_accepted.empty() ? Verdict::kFail : Verdict::kOk;
+    if (f.rtr_accepted.empty()) {
+      types.why = "it accepts peer-to-peer mode but none of the three RTR types";
+    }
+  }
+  f.responder_policy["rtr_accepted"] = rtr_json(f.rtr_accepted);
+
+  // The pick from all three, then from what is left: the preference order.
+  json preference = json::array();
+  std::optional<RtrType> first = a->established() ? a->info->params.rtr : std::nullopt;
+  if (!first) {
+    pick.value = "none: " + refusal_form(*a);
+    pick.verdict = Verdict::kFail;
+    pick.why = "offered all three RTR types, it settled on none";
+  } else {
+    preference.push_back(cm::rtr_name(*first));
+    cm::RtrSet rest = f.rtr_accepted;
+    if (*first == RtrType::kSend) rest.send = false;
+    if (*first == RtrType::kWrite) rest.write = false;
+    if (*first == RtrType::kRead) rest.read = false;
+    std::vector<RtrType> left;
+    for (auto t : {RtrType::kRead, RtrType::kWrite, RtrType::kSend}) {
+      if (rest.contains(t)) left.push_back(t);
+    }
+    if (left.size() >= 2) {
+      auto second = s.connect(p2p_policy(rest), pd, "peer-to-peer, the RTR types it did not pick");
+      if (second && second->established() && second->info->params.rtr) {
+        pick.evidence.push_back(second->evidence());
+        auto t2 = *second->info->params.rtr;
+        preference.push_back(cm::rtr_name(t2));
+        for (auto t : left) {
+          if (t != t2) preference.push_back(cm::rtr_name(t));
+        }
+      }
+    } else if (left.size() == 1) {
+      preference.push_back(cm::rtr_name(left.front()));
+    }
+    pick.value = std::string(cm::rtr_name(*first));
+    if (preference.size() > 1) {
+      std::string order;
+      for (const auto& t : preference) order += (order.empty() ? "" : " > ") + t.get<std::string>();
+      pick.value += "; preference " + order;
+    }
+    pick.verdict = Verdict::kOk;
+  }
+  f.responder_policy["rtr_preference"] = preference;
+  pick.data = {{"picked", first ? json(cm::rtr_name(*first)) : json(nullptr)},
+               {"preference", preference}};
+  types.data = {{"accepted", rtr_json(f.rtr_accepted)}};
+  mode.data = {{"accepted", accepted}};
+  rows.push_back(std::move(mode));
+  rows.push_back(std::move(types));
+  rows.push_back(std::move(pick));
+}
+
+void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto limits = row("ird_ord", "IRD/ORD it grants");
+  auto mode = row("ird_ord_check", "IRD/ORD check");
+  if (!speaks_revision2(f) || !f.plain_reply.enhanced) {
+    not_applicable(limits, "revision 1 exchanges no IRD/ORD");
+    not_applicable(mode, "revision 1 exchanges no IRD/ORD");
+    for (auto key : {"ird", "ord", "strict_ird_ord"}) f.responder_policy[key] = nullptr;
+    rows.push_back(std::move(limits));
+    rows.push_back(std::move(mode));
+    return;
+  }
+  const auto& e = *f.plain_reply.enhanced;
+  const auto plain = cm::make_request(s.plain_policy(2), ProbeSession::plain_private_data());
+  limits.evidence.push_back({wire::to_string(plain), wire::to_string(f.plain_reply)});
+  limits.value = "IRD " + std::to_string(e.ird) + ", ORD " + std::to_string(e.ord) +
+                 " (asked with our IRD " + std::to_string(wire::kMpaIrdOrdMask) + ", ORD 1)";
+  limits.verdict = e.ird == 0 ? Verdict::kWarn : Verdict::kOk;
+  if (e.ird == 0) limits.why = "IRD 0: the peer accepts no RDMA Read at all";
+  limits.data = {{"ird", e.ird}, {"ord", e.ord}};
+  f.responder_policy["ird"] = e.ird;
+  f.responder_policy["ord"] = e.ord;
+
+  if (e.ird >= wire::kMpaIrdOrdMask) {
+    not_applicable(mode, "its IRD is the 14-bit maximum: no ORD can exceed it");
+    f.responder_policy["strict_ird_ord"] = nullptr;
+  } else {
+    auto policy = s.plain_policy(2);
+    policy.ord = static_cast<std::uint16_t>(e.ird + 1);
+    auto a = s.connect(policy, ProbeSession::plain_private_data(),
+                       "ORD " + std::to_string(policy.ord) + ", one above its IRD");
+    if (!a) {
+      not_tested(mode, s.why_not());
+      f.responder_policy["strict_ird_ord"] = nullptr;
+    } else {
+      mode.evidence.push_back(a->evidence());
+      const bool strict = !a->established();
+      f.responder_policy["strict_ird_ord"] = strict;
+      if (strict) {
+        note_refusal(f, refusal_form(*a), mode.evidence.back());
+        mode.value = "strict: ORD " + std::to_string(policy.ord) + " above its IRD fails (" +
+                     refusal_form(*a) + ")";
+        mode.verdict = Verdict::kWarn;
+        mode.why = "RFC 6581 s3 lets an initiator lower its ORD to the responder's IRD; a strict "
+                   "peer fails initiators that offer more instead (MPA code 0x06)";
+      } else {
+        mode.value = "relaxed: ORD " + std::to_string(policy.ord) +
+                     " above its IRD is accepted, our ORD lowered to " +
+                     std::to_string(a->info->params.ord);
+        mode.verdict = Verdict::kOk;
+      }
+    }
+  }
+  mode.data = {{"strict", f.responder_policy["strict_ird_ord"]}};
+  rows.push_back(std::move(limits));
+  rows.push_back(std::move(mode));
+}
+
+void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = row("private_data", "Largest private data (PD_Length)");
+  // PD_Length counts the IRD/ORD words in revision 2 (RFC 6581 s3).
+  const std::size_t words = f.revision == 2 ? wire::kMpaEnhancedParamsLen : 0;
+  bool budget_spent = false;
+  auto answered = [&](std::size_t pd_length) {
+    auto request = cm::make_request(s.plain_policy(f.revision), filler(pd_length - words));
+    auto a = s.raw(request, "PD_Length " + std::to_string(pd_length));
+    if (!a) {
+      budget_spent = true;
+      return false;
+    }
+    c.evidence.push_back({"PD_Length " + std::to_string(pd_length) + ": " + wire::to_string(request),
+                          describe(*a)});
+    const bool ok = a->kind == RawAnswer::Kind::kReply && !a->reply->reject;
+    if (!ok) note_refusal(f, refusal_form(*a), c.evidence.back());
+    return ok;
+  };
+  std::size_t lo = words;  // a plain Request of this size was answered at first contact
+  std::size_t hi = 0;      // the smallest size refused, once known
+  std::optional<std::size_t> largest;
+  if (answered(wire::kMpaMaxPrivateDataRfc)) {
+    largest = wire::kMpaMaxPrivateDataRfc;
+  } else if (!budget_spent) {
+    hi = wire::kMpaMaxPrivateDataRfc;
+    if (answered(wire::kMpaMaxPrivateDataLinux)) {
+      lo = wire::kMpaMaxPrivateDataLinux;
+    } else {
+      hi = wire::kMpaMaxPrivateDataLinux;
+    }
+    while (!budget_spent && hi - lo > 1) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (answered(mid)) {
+        lo = mid;
+      } else {
+        hi = mid;
+      }
+    }
+    if (!budget_spent) largest = lo;
+  }
+  if (!largest) {
+    not_tested(c, s.why_not());
+    f.responder_policy["private_data_limit"] = nullptr;
+  } else {
+    c.value = std::to_string(*largest) + " octets";
+    if (hi) c.value += " (" + std::to_string(*largest + 1) + " refused)";
+    if (words) c.value += ", IRD/ORD words included";
+    c.verdict = *largest >= wire::kMpaMaxPrivateDataRfc ? Verdict::kOk : Verdict::kNote;
+    if (c.verdict == Verdict::kNote) {
+      c.why = "RFC 5044 s7.1 allows 512 octets; initiators sending more than " +
+              std::to_string(*largest) + " are refused (Linux allows 256)";
+    }
+    f.responder_policy["private_data_limit"] = *largest;
+    c.data = {{"largest", *largest}};
+  }
+  rows.push_back(std::move(c));
+}
+
+void probe_reserved_bits(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = row("reserved_bits", "Reserved Request bits (Res)");
+  auto request = cm::make_request(s.plain_policy(f.revision), ProbeSession::plain_private_data());
+  request.reserved_bits = wire::kMpaFlagReservedMask;
+  auto a = s.raw(request, "Res bits set in the Request");
+  if (!a) {
+    not_tested(c, s.why_not());
+    f.responder_policy["reject_reserved_bits"] = nullptr;
+    rows.push_back(std::move(c));
+    return;
+  }
+  c.evidence.push_back({wire::to_string(request), describe(*a)});
+  const bool answered = a->kind == RawAnswer::Kind::kReply && !a->reply->reject;
+  f.responder_policy["reject_reserved_bits"] = !answered;
+  if (answered) {
+    const bool echoed = a->reply->reserved_bits != 0;
+    c.value = echoed ? "ignored, and echoed in its Reply" : "ignored";
+    c.verdict = echoed ? Verdict::kWarn : Verdict::kOk;
+    if (echoed) c.why = "RFC 5044 s7.1: Res is set to zero when sending; this Reply carries them";
+  } else {
+    note_refusal(f, refusal_form(*a), c.evidence.back());
+    c.value = "rejected (" + refusal_form(*a) + ")";
+    c.verdict = Verdict::kWarn;
+    c.why = "RFC 5044 s7.1: Res is not checked on reception; a later revision's flags would be "
+            "refused";
+  }
+  c.data = {{"rejected", !answered}};
+  rows.push_back(std::move(c));
+}
+
+void summarize_refusals(const PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = row("rejects", "How it refuses");
+  if (f.refusals.empty()) {
+    c.value = "it refused nothing the probes offered";
+  } else {
+    for (const auto& r : f.refusals) {
+      c.value += (c.value.empty() ? "" : "; ") + r.form;
+      c.evidence.push_back(r.evidence);
+    }
+  }
+  c.value += "; listener overflow not provoked (the probe never floods)";
+  c.verdict = Verdict::kOk;
+  json forms = json::array();
+  for (const auto& r : f.refusals) forms.push_back(r.form);
+  c.data = {{"forms", forms}};
+  rows.push_back(std::move(c));
+}
+
+}  // namespace rdma_interop::probe

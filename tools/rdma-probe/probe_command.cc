@@ -1,0 +1,78 @@
+// rdma-probe URI: probe a peer and print what it speaks (peer_probe.h).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "tools/rdma-probe/commands.h"
+#include "tools/rdma-probe/exit_codes.h"
+#include "tools/rdma-probe/json_report.h"
+#include "tools/rdma-probe/peer_probe.h"
+#include "tools/rdma-probe/signal_watch.h"
+
+namespace rdma_interop::probe {
+
+int run_probe(const ProbeOptions& options) {
+  auto uri = transport::parse_provider_uri(options.uri);
+  if (!uri) {
+    print_usage_error("probe", options.uri + ": " + uri.error());
+    return kExitUsage;
+  }
+  if (uri->scheme != "tcp" && uri->scheme != "verbs") {
+    print_usage_error("probe", options.uri + ": rdma-probe probes tcp:// and verbs:// peers");
+    return kExitUsage;
+  }
+  if (uri->port == 0) {
+    print_usage_error("probe", options.uri + ": a probe needs the peer's port");
+    return kExitUsage;
+  }
+  auto provider = transport::open_provider(uri->scheme);
+  if (!provider) {
+    print_usage_error("probe", provider.error());
+    return kExitUsage;
+  }
+
+  ProbeSettings settings;
+  settings.uri = *uri;
+  settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(options.timeout_s));
+  settings.rtr_wait = std::chrono::milliseconds(options.rtr_wait_ms);
+  settings.first_fpdu_delay = std::chrono::milliseconds(options.first_fpdu_delay_ms);
+  settings.max_connections = options.max_connections;
+  // The connection under way is bounded by --timeout: let it finish, then report.
+  SignalWatch signals(settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
+  settings.cancel = &signals.stop_requested();
+  const bool progress = !options.quiet && ::isatty(STDERR_FILENO);
+  if (progress) {
+    settings.progress = [](int n, std::string_view what) {
+      std::fprintf(stderr, "\rrdma-probe: connection %2d: %-60.60s", n, std::string(what).c_str());
+      std::fflush(stderr);
+    };
+  }
+
+  auto report = probe_peer(settings, **provider);
+  if (progress) std::fprintf(stderr, "\r%80s\r", "");
+  const bool cancelled = signals.stop_requested().load();
+  if (cancelled) report.detail += "; stopped early by a signal, later probes not tested";
+  if (options.json) {
+    print_json_line(to_json(report));
+  } else {
+    print_table(report, options.evidence, std::cout);
+    std::cout.flush();
+  }
+  signals.finished();
+  switch (report.outcome) {
+    case ProbeOutcome::kProbed:
+      return cancelled ? kExitFailed : kExitOk;
+    case ProbeOutcome::kUnreachable:
+      return kExitUnreachable;
+    case ProbeOutcome::kNotIwarp:
+      return kExitNotIwarp;
+    case ProbeOutcome::kRejected:
+      return kExitFailed;
+  }
+  return kExitFailed;
+}
+
+}  // namespace rdma_interop::probe
