@@ -330,8 +330,30 @@ def credit_params_corpus():
     }
 
 
+def probe_answer_corpus():
+    # What an address answered rdma-probe's MPA Request (probe_answer_fuzzer.cc): the first
+    # octet picks where the answer is cut for the part-way classification.
+    rep2 = mpa(REP_KEY, E, 2, ird_ord(p2p=True, rtr_write=True, ird=16, ord_=16) + b"siw")
+    return {
+        "reply_rev2_p2p": b"\x20" + rep2,
+        "reply_rev1_crc": b"\x05" + mpa(REP_KEY, C, 1, b"rev1-only"),
+        "reject_backlog_full": b"\x10" + mpa(REP_KEY, R, 2, b"rdma-interop:backlog-full"),
+        "reply_reserved_echoed": b"\x03" + mpa(REP_KEY, E | 0x0F, 2, ird_ord(ird=16, ord_=16)),
+        "reply_then_fpdu": b"\x30" + rep2 + b"\x00\x12" + b"\x00" * 20,
+        "request_key": b"\x08" + mpa(REQ_KEY, E, 2, ird_ord(ird=1, ord_=1)),
+        "bad_revision": b"\x01" + mpa(REP_KEY, 0, 7, b""),
+        "pd_too_long": b"\x14" + mpa(REP_KEY, 0, 1, b"", pd_length=600),
+        "http_400": b"\x04" + b"HTTP/1.0 400 Bad request syntax\r\n\r\n",
+        "http_09_page": b"\x02" + b"<!DOCTYPE HTML>\n<html lang=\"en\">",
+        "ssh_banner": b"\x00" + b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n",
+        "tls_alert": b"\x01" + bytes([0x15, 0x03, 0x01, 0x00, 0x02, 0x02, 0x46]),
+        "half_key": b"\x07" + REP_KEY[:9],
+    }
+
+
 def main():
     sets = {
+        "probe_answer_fuzzer": probe_answer_corpus(),
         "credit_params_fuzzer": credit_params_corpus(),
         "credit_window_fuzzer": credit_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),
