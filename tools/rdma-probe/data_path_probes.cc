@@ -20,13 +20,6 @@ constexpr auto kSlice = std::chrono::milliseconds(20);
 constexpr int kRoundTrips = 16;
 constexpr std::size_t kEchoSize = 64;
 
-Capability row(std::string id, std::string title) {
-  Capability c;
-  c.id = std::move(id);
-  c.title = std::move(title);
-  return c;
-}
-
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
@@ -68,7 +61,7 @@ std::string ending(const transport::Connection& c) {
 }  // namespace
 
 void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("rtr_wait", "Waits for the RTR before sending");
+  auto c = new_capability("rtr_wait", "Waits for the RTR before sending");
   if (!f.peer_to_peer) {
     c.value = "no peer-to-peer mode";
     c.verdict = Verdict::kNotApplicable;
@@ -132,8 +125,8 @@ void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows
 }
 
 void probe_round_trips(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto read = row("rtt_read0", "Round trip, zero-length RDMA Read");
-  auto send = row("rtt_send64", "Round trip, 64-octet Send (echo)");
+  auto read = new_capability("rtt_read0", "Round trip, zero-length RDMA Read");
+  auto send = new_capability("rtt_send64", "Round trip, 64-octet Send (echo)");
   std::vector<double> read_us;
   std::vector<double> echo_us;
   std::string read_problem;
@@ -234,7 +227,7 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
   };
   bool peer_advertises = true;  // until a region fetch fails: then skip the other bounds case
   for (const auto& k : cases) {
-    auto c = row(k.id, k.title);
+    auto c = new_capability(k.id, k.title);
     if (k.out_of_bounds && !peer_advertises) {
       c.value = "not tested: the peer advertised no region";
       c.verdict = Verdict::kNotTested;

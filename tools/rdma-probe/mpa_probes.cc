@@ -13,13 +13,6 @@ using cm::RtrType;
 
 constexpr RtrType kAllRtrs[] = {RtrType::kSend, RtrType::kWrite, RtrType::kRead};
 
-Capability row(std::string id, std::string title) {
-  Capability c;
-  c.id = std::move(id);
-  c.title = std::move(title);
-  return c;
-}
-
 void not_tested(Capability& c, std::string why) {
   c.value = "not tested";
   c.verdict = Verdict::kNotTested;
@@ -126,9 +119,9 @@ std::string refusal_form(const RawAnswer& a) {
 
 ProbeOutcome first_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows,
                            std::string& detail) {
-  auto iwarp = row("iwarp", "iWARP (MPA) peer");
-  auto revisions = row("mpa_revisions", "MPA revisions answered");
-  auto fallback = row("revision2_to_revision1", "Revision-2 Request to it");
+  auto iwarp = new_capability("iwarp", "iWARP (MPA) peer");
+  auto revisions = new_capability("mpa_revisions", "MPA revisions answered");
+  auto fallback = new_capability("revision2_to_revision1", "Revision-2 Request to it");
   const auto pd = ProbeSession::plain_private_data();
 
   const auto request2 = cm::make_request(s.plain_policy(2), pd);
@@ -265,7 +258,7 @@ ProbeOutcome first_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability
 }
 
 void probe_crc(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("crc", "CRC32c");
+  auto c = new_capability("crc", "CRC32c");
   const auto plain = cm::make_request(s.plain_policy(f.revision), ProbeSession::plain_private_data());
   c.evidence.push_back({wire::to_string(plain), wire::to_string(f.plain_reply)});
   if (f.plain_reply.crc) {
@@ -300,7 +293,7 @@ void probe_crc(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
 }
 
 void probe_markers(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("markers", "Markers");
+  auto c = new_capability("markers", "Markers");
   const bool wanted = f.plain_reply.markers;
   f.responder_policy["markers_wanted"] = wanted;
   auto policy = s.plain_policy(f.revision);
@@ -328,9 +321,9 @@ void probe_markers(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
 }
 
 void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto mode = row("peer_to_peer", "Peer-to-peer mode (RFC 6581)");
-  auto types = row("rtr_types", "RTR types accepted");
-  auto pick = row("rtr_choice", "RTR picked when offered all");
+  auto mode = new_capability("peer_to_peer", "Peer-to-peer mode (RFC 6581)");
+  auto types = new_capability("rtr_types", "RTR types accepted");
+  auto pick = new_capability("rtr_choice", "RTR picked when offered all");
   if (!speaks_revision2(f)) {
     for (auto* c : {&mode, &types, &pick}) not_applicable(*c, "revision 1 has no peer-to-peer mode");
     f.responder_policy["peer_to_peer"] = nullptr;
@@ -459,8 +452,8 @@ void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
 }
 
 void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto limits = row("ird_ord", "IRD/ORD it grants");
-  auto mode = row("ird_ord_check", "IRD/ORD check");
+  auto limits = new_capability("ird_ord", "IRD/ORD it grants");
+  auto mode = new_capability("ird_ord_check", "IRD/ORD check");
   if (!speaks_revision2(f) || !f.plain_reply.enhanced) {
     not_applicable(limits, "revision 1 exchanges no IRD/ORD");
     not_applicable(mode, "revision 1 exchanges no IRD/ORD");
@@ -516,7 +509,7 @@ void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
 }
 
 void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("private_data", "Largest private data (PD_Length)");
+  auto c = new_capability("private_data", "Largest private data (PD_Length)");
   // PD_Length counts the IRD/ORD words in revision 2 (RFC 6581 s3).
   const std::size_t words = f.revision == 2 ? wire::kMpaEnhancedParamsLen : 0;
   bool budget_spent = false;
@@ -574,7 +567,7 @@ void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
 }
 
 void probe_reserved_bits(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("reserved_bits", "Reserved Request bits (Res)");
+  auto c = new_capability("reserved_bits", "Reserved Request bits (Res)");
   auto request = cm::make_request(s.plain_policy(f.revision), ProbeSession::plain_private_data());
   request.reserved_bits = wire::kMpaFlagReservedMask;
   auto a = s.raw(request, "Res bits set in the Request");
@@ -604,7 +597,7 @@ void probe_reserved_bits(ProbeSession& s, PeerFacts& f, std::vector<Capability>&
 }
 
 void summarize_refusals(const PeerFacts& f, std::vector<Capability>& rows) {
-  auto c = row("rejects", "How it refuses");
+  auto c = new_capability("rejects", "How it refuses");
   if (f.refusals.empty()) {
     c.value = "it refused nothing the probes offered";
   } else {

@@ -22,9 +22,7 @@ void mpa_rows_not_applicable(std::vector<Capability>& rows) {
       {"reserved_bits", "Reserved Request bits (Res)"},
   };
   for (const auto& [id, title] : kRows) {
-    Capability c;
-    c.id = id;
-    c.title = title;
+    auto c = new_capability(id, title);
     c.value = "n/a over verbs: the kernel negotiates MPA; probe tcp:// for this";
     c.verdict = Verdict::kNotApplicable;
     rows.push_back(std::move(c));
@@ -34,9 +32,7 @@ void mpa_rows_not_applicable(std::vector<Capability>& rows) {
 // verbs:// first contact: one plain connection through rdma-core.
 ProbeOutcome verbs_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows,
                            std::string& detail) {
-  Capability c;
-  c.id = "iwarp";
-  c.title = "RDMA CM peer";
+  auto c = new_capability("iwarp", "RDMA CM peer");
   auto a = s.connect(s.plain_policy(2), ProbeSession::plain_private_data(), "first contact through rdma-core");
   if (!a) {
     detail = s.why_not();
@@ -59,9 +55,7 @@ ProbeOutcome verbs_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability
   c.value = "yes: " + cm::to_string(p);
   c.verdict = Verdict::kOk;
   rows.push_back(std::move(c));
-  Capability limits;
-  limits.id = "ird_ord";
-  limits.title = "IRD/ORD it grants";
+  auto limits = new_capability("ird_ord", "IRD/ORD it grants");
   limits.value = "IRD " + std::to_string(p.peer_ird) + ", ORD " + std::to_string(p.peer_ord) +
                  " (as rdma_cm reports them)";
   limits.verdict = Verdict::kOk;

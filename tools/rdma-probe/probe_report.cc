@@ -26,6 +26,13 @@ std::string_view verdict_name(Verdict v) {
   return "not_tested";
 }
 
+Capability new_capability(std::string id, std::string title) {
+  Capability c;
+  c.id = std::move(id);
+  c.title = std::move(title);
+  return c;
+}
+
 std::string_view outcome_name(ProbeOutcome o) {
   switch (o) {
     case ProbeOutcome::kProbed:

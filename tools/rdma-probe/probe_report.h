@@ -49,6 +49,9 @@ struct Capability {
   std::vector<Evidence> evidence;
 };
 
+// A capability row yet to be filled in.
+Capability new_capability(std::string id, std::string title);
+
 enum class ProbeOutcome : std::uint8_t {
   kProbed,       // an iWARP peer; the capabilities are filled in
   kUnreachable,  // no TCP connection (refused, no route, timed out)
