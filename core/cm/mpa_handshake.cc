@@ -407,8 +407,21 @@ void MpaHandshake::on_timer(TimePoint now) {
   }
 }
 
+void MpaHandshake::fail_on_pending_terminate(TimePoint now) {
+  std::size_t used = 0;
+  while (used < in_.size() && !finished()) {
+    auto step = rx_->step(std::span(in_).subspan(used));
+    if (!step || step->consumed == 0) return;  // not FPDUs after all: the close says it
+    used += step->consumed;
+    if (!step->ulpdu) continue;
+    auto segment = wire::decode_ddp_segment(*step->ulpdu);
+    if (segment && segment->header.opcode == wire::RdmapOpcode::kTerminate) {
+      on_ulpdu(*step->ulpdu, now);
+    }
+  }
+}
+
 void MpaHandshake::on_peer_closed(bool reset, TimePoint now) {
-  (void)now;
   if (finished()) return;
   // cxgb4's answer to a peer that resets on a revision-2 Request: try again in revision 1.
   if (initiator_ && state_ == State::kAwaitReply && reset && policy_.fallback_to_revision1 &&
@@ -419,6 +432,13 @@ void MpaHandshake::on_peer_closed(bool reset, TimePoint now) {
     ev.detail = "connection reset after a revision-2 Request; retrying in revision 1";
     events_.push_back(std::move(ev));
     return;
+  }
+  // A responder that refuses after its Reply (RFC 6581: no matching RTR, insufficient IRD)
+  // sends a Terminate and closes. Inside first_fpdu_delay that Terminate still waits in in_:
+  // it, not the close, says why.
+  if (state_ == State::kSettleAfterReply) {
+    fail_on_pending_terminate(now);
+    if (finished()) return;
   }
   std::string detail = reset ? "the peer reset the TCP connection during MPA setup"
                              : "the peer closed the TCP connection during MPA setup";

@@ -136,6 +136,8 @@ class MpaHandshake {
   void after_reply(TimePoint now);
   void on_fpdu_bytes(TimePoint now);
   void on_ulpdu(std::span<const std::uint8_t> ulpdu, TimePoint now);
+  // The peer closed inside first_fpdu_delay: fails with the Terminate it sent first, if any.
+  void fail_on_pending_terminate(TimePoint now);
   void start_fpdu_phase(const NegotiatedParams& params);
   void send_frame(const wire::MpaFrame& frame);
   void send_ulpdu(std::span<const std::uint8_t> ulpdu);

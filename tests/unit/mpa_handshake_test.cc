@@ -240,6 +240,45 @@ TEST(MpaHandshake, StrictResponderFailsInsufficientIrdAndTheInitiatorLearnsIt) {
   EXPECT_EQ(i->failure, CmFailure::kInsufficientIrd);
 }
 
+// Found by rdma-probe: with first_fpdu_delay the initiator holds the strict responder's
+// Terminate (MPA code 0x06) unread when the close arrives behind it; the Terminate must win.
+TEST(MpaHandshake, TerminateThenCloseInsideTheFirstFpduDelayReportsTheTerminate) {
+  for (const bool reset : {false, true}) {
+    SCOPED_TRACE(reset ? "reset" : "close");
+    MpaPolicy strict;
+    strict.strict_ird_ord = true;
+    strict.ird = 4;
+    MpaPolicy greedy;
+    greedy.ord = 32;
+    greedy.first_fpdu_delay = milliseconds(50);
+    Pair pair(greedy, strict);
+    pair.pump();
+    ASSERT_NE(pair.resp.last(CmEventType::kFailed), nullptr);
+    EXPECT_FALSE(pair.init.hs.finished());  // the Reply is in; the Terminate waits unread
+    pair.init.hs.on_peer_closed(reset, pair.now);
+    pair.init.drain();
+    const CmEvent* i = pair.init.last(CmEventType::kFailed);
+    ASSERT_NE(i, nullptr);
+    EXPECT_EQ(i->failure, CmFailure::kInsufficientIrd);
+    EXPECT_EQ(*i->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
+    ASSERT_TRUE(i->peer_frame.has_value());
+  }
+}
+
+TEST(MpaHandshake, CloseInsideTheFirstFpduDelayWithoutATerminateIsAClose) {
+  MpaPolicy initiator;
+  initiator.first_fpdu_delay = milliseconds(50);
+  Pair pair(initiator, MpaPolicy{});
+  pair.pump();
+  EXPECT_FALSE(pair.init.hs.finished());
+  pair.init.hs.on_bytes(std::vector<std::uint8_t>{0x00}, pair.now);  // half an FPDU header
+  pair.init.hs.on_peer_closed(false, pair.now);
+  pair.init.drain();
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->failure, CmFailure::kConnectionClosed);
+}
+
 TEST(MpaHandshake, RelaxedIrdOrdLowersEachOrdToThePeersIrd) {
   MpaPolicy a = p2p({.write = true});
   a.ird = 8;
