@@ -167,6 +167,7 @@ void RdmapEndpoint::on_ulpdu(std::span<const std::uint8_t> ulpdu) {
     if (ulpdu.size() >= 2 && (ulpdu[1] & wire::kRdmapOpcodeMask) ==
                                  static_cast<std::uint8_t>(RdmapOpcode::kTerminate)) {
       state_ = EndpointState::kError;
+      malformed_term_received_ = wire::read_malformed_terminate({}, segment.error());
       flush_all({}, std::nullopt, false);
       return;
     }
@@ -357,6 +358,7 @@ void RdmapEndpoint::on_terminate(std::span<const std::uint8_t> body) {
   auto message = wire::decode_terminate_body(body);
   if (!message) {
     // Malformed: not answered, just closed.
+    malformed_term_received_ = wire::read_malformed_terminate(body, message.error());
     flush_all({}, std::nullopt, false);
     return;
   }

@@ -112,6 +112,10 @@ class RdmapEndpoint {
   const std::optional<wire::TerminateMessage>& terminate_received() const {
     return term_received_;
   }
+  // A Terminate from the peer that did not decode (the stream ended all the same).
+  const std::optional<wire::MalformedTerminate>& malformed_terminate_received() const {
+    return malformed_term_received_;
+  }
   const EndpointCounters& counters() const { return counters_; }
 
  private:
@@ -194,6 +198,7 @@ class RdmapEndpoint {
   EndpointState state_ = EndpointState::kRunning;
   std::optional<wire::TerminateMessage> term_sent_;
   std::optional<wire::TerminateMessage> term_received_;
+  std::optional<wire::MalformedTerminate> malformed_term_received_;
   EndpointCounters counters_;
 };
 

@@ -117,6 +117,11 @@ class Connection {
   // Why the connection left kConnected (Terminate received or sent, reset, closed).
   virtual std::string error_detail() const = 0;
   virtual std::optional<wire::TerminateMessage> terminate_received() const = 0;
+  // A Terminate that arrived but did not decode (wire::MalformedTerminate: what could be
+  // read of it). Providers that never see the peer's Terminate octets (verbs) return none.
+  virtual std::optional<wire::MalformedTerminate> malformed_terminate_received() const {
+    return std::nullopt;
+  }
   virtual std::optional<wire::TerminateMessage> terminate_sent() const = 0;
 
   // Orderly close (TCP FIN after outstanding FPDUs are sent). Waits up to `timeout`.

@@ -146,4 +146,36 @@ std::string to_string(const TerminateMessage& m) {
   return s;
 }
 
+MalformedTerminate read_malformed_terminate(std::span<const std::uint8_t> body, WireError error) {
+  MalformedTerminate m{error, std::nullopt, std::nullopt, {}};
+  m.octets.assign(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(
+                                                   std::min(body.size(), kMalformedTerminateKept)));
+  if (body.size() >= 2 && (body[0] >> 4) <= static_cast<std::uint8_t>(TermLayer::kLlp)) {
+    m.cause = TerminateCause{static_cast<TermLayer>(body[0] >> 4),
+                             static_cast<std::uint8_t>(body[0] & 0x0f), body[1]};
+  }
+  constexpr std::uint8_t kLowFlags = 0x07;  // M, D, R as little-endian bitfields place them
+  if (body.size() >= kTerminateControlLen && (body[2] & (kTermHdrCtrlM | kTermHdrCtrlD | kTermHdrCtrlR)) == 0 &&
+      (body[2] & kLowFlags) != 0 && (body[0] & 0x0f) <= static_cast<std::uint8_t>(TermLayer::kLlp)) {
+    m.little_endian_cause = TerminateCause{static_cast<TermLayer>(body[0] & 0x0f),
+                                           static_cast<std::uint8_t>(body[0] >> 4), body[1]};
+  }
+  return m;
+}
+
+std::string to_string(const MalformedTerminate& t) {
+  std::string out = "malformed Terminate (" + std::string(describe(t.error)) + "), octets";
+  char hex[4];
+  for (auto b : t.octets) {
+    std::snprintf(hex, sizeof hex, " %02x", b);
+    out += hex;
+  }
+  if (t.cause) out += "; its first octets name " + describe(*t.cause);
+  if (t.little_endian_cause) {
+    out += "; read as little-endian bitfields (M/D/R in the low bits), " +
+           describe(*t.little_endian_cause);
+  }
+  return out;
+}
+
 }  // namespace rdma_interop::wire

@@ -51,4 +51,25 @@ TerminateMessage terminate_for_cause(const TerminateCause& cause,
 
 std::string to_string(const TerminateMessage& message);
 
+// A Terminate that did not decode, read as far as it can be: a finding about the peer (kernel
+// siw writes Terminate Control's M/D/R flags into the low bits, from little-endian bitfields).
+struct MalformedTerminate {
+  WireError error;
+  // Layer, EType and Error Code from the first two octets, when the layer is one RFC 5040
+  // s4.8 names: what the peer meant to say, whatever went wrong after.
+  std::optional<TerminateCause> cause;
+  // The same octets read as little-endian bitfields lay them out (EType in the high nibble,
+  // M/D/R in the low bits of the third octet), when the flags sit there: kernel siw's
+  // struct iwarp_terminate on x86. Its Read Terminate 10 00 07 00 means RDMAP/remote
+  // protection/invalid STag, which the RFC layout reads as DDP/local catastrophic.
+  std::optional<TerminateCause> little_endian_cause;
+  std::vector<std::uint8_t> octets;  // the body's first kMalformedTerminateKept octets
+  friend bool operator==(const MalformedTerminate&, const MalformedTerminate&) = default;
+};
+inline constexpr std::size_t kMalformedTerminateKept = 32;
+MalformedTerminate read_malformed_terminate(std::span<const std::uint8_t> body, WireError error);
+// "malformed Terminate (<why>), octets 11 00 03 00 ...; its first octets name DDP/tagged
+// buffer/invalid STag (1/1/0x00)"
+std::string to_string(const MalformedTerminate& terminate);
+
 }  // namespace rdma_interop::wire

@@ -280,3 +280,102 @@ def test_probe_help_documents_the_schema_and_exit_codes(rdma_probe):
         assert text in run.stdout, text
     top = rdma_probe("--help")
     assert "rdma-probe [--json] [--timeout S] tcp://HOST:PORT" in top.stdout
+
+
+class WriteRtrOnlyResponder:
+    """A raw MPA responder that always picks a Write RTR, offered or not (as kernel siw does
+    for a Send-only offer), and records what each initiator sends after its Reply."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.1)
+        self.uri = f"tcp://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.after_reply: list[tuple[int, bytes]] = []  # (offered RTR bits, octets that followed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        conn.settimeout(1.0)
+        try:
+            header = b""
+            while len(header) < 20:
+                chunk = conn.recv(20 - len(header))
+                if not chunk:
+                    return
+                header += chunk
+            pd_length = int.from_bytes(header[18:20], "big")
+            pd = b""
+            while len(pd) < pd_length:
+                chunk = conn.recv(pd_length - len(pd))
+                if not chunk:
+                    return
+                pd += chunk
+            enhanced = header[16] & 0x10 and header[17] == 2
+            offered = 0
+            if enhanced:
+                ird_word, ord_word = int.from_bytes(pd[0:2], "big"), int.from_bytes(pd[2:4], "big")
+                p2p = ird_word & 0x8000
+                offered = (ird_word & 0x4000) >> 12 | (ord_word & 0xC000) >> 14  # send=4 write=2 read=1
+                words = ((0x8000 if p2p else 0) | 16).to_bytes(2, "big") + \
+                    ((0x8000 if p2p else 0) | 16).to_bytes(2, "big")
+                reply = b"MPA ID Rep Frame" + bytes([0x10, 2]) + len(words).to_bytes(2, "big") + words
+            else:
+                reply = b"MPA ID Rep Frame" + bytes([0x00, header[17]]) + b"\x00\x00"
+            conn.sendall(reply)
+            received = b""
+            try:
+                while True:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    received += chunk
+            except OSError:
+                pass
+            self.after_reply.append((offered, received))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.listener.close()
+
+
+def test_an_rtr_picked_outside_the_offer_is_a_finding_and_draws_no_terminate(rdma_probe):
+    peer = WriteRtrOnlyResponder()
+    try:
+        run = rdma_probe("--json", "--timeout", "0.5", "--rtr-wait", "100", "--quiet", peer.uri, timeout=120)
+        report = run.json()
+        types = capability(report, "rtr_types")
+        assert types["verdict"] == "fail", types
+        assert "send answered with write" in types["data"]["outside_offer"]
+        assert "read answered with write" in types["data"]["outside_offer"]
+        assert types["data"]["accepted"] == ["write"]
+        # Offers without Write (the raw probes) got nothing after the Reply: no Terminate
+        # before any RTR, the sequence that crashes kernel siw's iw_cm.
+        without_write = [octets for offered, octets in peer.after_reply if offered and not offered & 2]
+        assert without_write and all(octets == b"" for octets in without_write), peer.after_reply
+    finally:
+        peer.close()
+
+
+def test_a_peer_that_stops_answering_mid_probe_is_reported(rdma_probe, serve):
+    # serve exits after 3 connections: the probe's later connections are refused.
+    server = serve(SHIPPED_PERSONALITIES / "siw.json", "--max-connections", "3")
+    status, report = probe_json(rdma_probe, server.uri)
+    assert status == 1, report["detail"]
+    still = capability(report, "still_answering")
+    assert still["verdict"] == "fail" and still["data"]["unchanged"] is False
+    assert "stopped answering" in report["detail"]

@@ -287,6 +287,28 @@ TEST(RdmapEndpointSend, SolicitedEventIsReported) {
   EXPECT_TRUE(bw[0].solicited);
 }
 
+TEST(RdmapEndpointTerminate, AMalformedTerminateEndsTheStreamAndIsKept) {
+  Side b;
+  b.post_recv(100, 16);
+  // Kernel siw's layout: M and D in the low bits of Terminate Control's third octet.
+  const auto body = wire::testing::hex("11 00 03 00 00 1e");
+  std::vector<std::uint8_t> ulpdu(wire::kDdpUntaggedHeaderLen);
+  wire::encode_ddp_header(wire::terminate_header(1), ulpdu);
+  ulpdu.insert(ulpdu.end(), body.begin(), body.end());
+  b.ep.on_ulpdu(ulpdu);
+  EXPECT_EQ(b.ep.state(), EndpointState::kError);
+  EXPECT_FALSE(b.ep.terminate_received().has_value());
+  ASSERT_TRUE(b.ep.malformed_terminate_received().has_value());
+  EXPECT_EQ(b.ep.malformed_terminate_received()->error, wire::WireError::kTerminateReservedBits);
+  EXPECT_EQ(b.ep.malformed_terminate_received()->cause,
+            (wire::TerminateCause{wire::TermLayer::kDdp, wire::kDdpEtypeTaggedBuffer, 0}));
+  // Outstanding work is flushed, and no Terminate goes back (RFC 5040 s4.8).
+  auto wcs = b.completions();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kFlushed);
+  EXPECT_FALSE(b.ep.terminate_sent().has_value());
+}
+
 TEST(RdmapEndpointSend, UnsignaledSendCompletesSilently) {
   Side a, b;
   b.post_recv(100, 16);

@@ -103,6 +103,40 @@ TEST(TerminateVectors, ControlFieldPacksLayerTypeAndCode) {
                 message({TermLayer::kLlp, kMpaEtype, kMpaCodeInsufficientIrd}), hex("20 06 00 00"));
 }
 
+// Kernel siw's Terminate for an RDMA Write to an unknown STag, as captured in the kernel tier:
+// Layer/EType/Code are right, but M and D sit in the low bits of the third octet.
+TEST(TerminateVectors, SiwsLittleEndianFlagsAreReadAsFarAsTheyGo) {
+  const Bytes body = hex("11 00 03 00 00 1e c1 40 ff ff fe 00 00 00 00 00 00 00 00 00");
+  auto decoded = decode_terminate_body(body);
+  ASSERT_FALSE(decoded);
+  auto m = read_malformed_terminate(body, decoded.error());
+  EXPECT_EQ(m.error, WireError::kTerminateReservedBits);
+  ASSERT_TRUE(m.cause.has_value());
+  EXPECT_EQ(*m.cause, (TerminateCause{TermLayer::kDdp, kDdpEtypeTaggedBuffer, kDdpTaggedCodeInvalidStag}));
+  EXPECT_EQ(m.octets, body);
+  EXPECT_EQ(m.little_endian_cause, m.cause);  // 0x11: both readings agree
+  const auto text = to_string(m);
+  EXPECT_NE(text.find("11 00 03 00"), std::string::npos) << text;
+  EXPECT_NE(text.find("invalid STag"), std::string::npos) << text;
+
+  // siw's Read Terminate: the nibbles of octet 0 swapped; only the little-endian reading
+  // gives RDMAP/remote protection/invalid STag.
+  const Bytes read = hex("10 00 07 00 00 00");
+  auto r = read_malformed_terminate(read, WireError::kTerminateReservedBits);
+  EXPECT_EQ(*r.cause, (TerminateCause{TermLayer::kDdp, kDdpEtypeLocalCatastrophic, 0}));
+  EXPECT_EQ(*r.little_endian_cause,
+            (TerminateCause{TermLayer::kRdmap, kRdmapEtypeRemoteProtection, kRdmapCodeInvalidStag}));
+  // Flags in the RFC's place: no little-endian reading is offered.
+  EXPECT_FALSE(read_malformed_terminate(hex("10 00 80 01"), WireError::kTerminateReservedBits)
+                   .little_endian_cause.has_value());
+
+  // A layer RFC 5040 does not name says nothing about the cause; a long body is cut short.
+  Bytes junk(100, 0xf0);
+  auto j = read_malformed_terminate(junk, WireError::kTerminateBadLayer);
+  EXPECT_FALSE(j.cause.has_value());
+  EXPECT_EQ(j.octets.size(), kMalformedTerminateKept);
+}
+
 TEST(TerminateVectors, EveryRfcCodeRoundTripsWithoutHeaders) {
   for (const TerminateCause& cause : all_causes()) {
     SCOPED_TRACE(describe(cause));

@@ -47,6 +47,8 @@ std::string ending(const transport::Connection& c) {
   std::string text;
   if (auto t = c.terminate_received()) {
     return "Terminate " + wire::describe(t->cause);
+  } else if (auto m = c.malformed_terminate_received()) {
+    return "a " + wire::to_string(*m);
   } else if (c.state() == transport::ConnectionState::kConnected) {
     text = "still connected";
   } else {
@@ -238,6 +240,7 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
     std::string offered;
     std::string no_region;
     std::optional<wire::TerminateCause> got;
+    std::optional<wire::MalformedTerminate> malformed;
     std::string how;
     std::string wc_text;
     auto a = s.connect(
@@ -283,6 +286,7 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
             }
           }
           if (auto t = conn.terminate_received()) got = t->cause;
+          malformed = conn.malformed_terminate_received();
           how = ending(conn);
         });
     if (!a || !a->established()) {
@@ -307,6 +311,27 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
         c.data = {{"layer", static_cast<int>(got->layer)},
                   {"etype", static_cast<int>(got->etype)},
                   {"code", static_cast<int>(got->code)}};
+      } else if (malformed) {
+        c.value = "malformed: " + wire::to_string(*malformed);
+        c.verdict = Verdict::kWarn;
+        c.why = "RFC 5040 s4.8 lays out Terminate Control as Layer, EType, Error Code, then the "
+                "M, D, R flags in the high bits of the third octet";
+        // What the peer meant: the little-endian reading when its flags say it used one.
+        const auto meant = malformed->little_endian_cause ? malformed->little_endian_cause
+                                                          : malformed->cause;
+        if (meant) {
+          c.why += std::string("; what it meant") +
+                   (malformed->little_endian_cause ? " (read as little-endian bitfields)" : "") +
+                   (*meant == k.expected ? " is " : " is not ") + "what " + k.rfc + " names (" +
+                   wire::describe(k.expected) + ")";
+        }
+        c.data = {{"malformed", true},
+                  {"little_endian", malformed->little_endian_cause.has_value()}};
+        if (meant) {
+          c.data["layer"] = static_cast<int>(meant->layer);
+          c.data["etype"] = static_cast<int>(meant->etype);
+          c.data["code"] = static_cast<int>(meant->code);
+        }
       } else if (a->established() && how == "still connected") {
         c.value = "none: the operation was accepted";
         c.verdict = Verdict::kFail;

@@ -139,7 +139,8 @@ evidence. The report has one line per capability, with a verdict:
                                    Read) offered alone; the one picked from all; preference
   Waits for the RTR                the RTR withheld for --rtr-wait: does the peer send first?
   IRD/ORD                          what it grants; strict (an ORD above its IRD fails, MPA
-                                   code 0x06) or relaxed (the initiator lowers its ORD)
+                                   code 0x06) or relaxed (the initiator lowers its ORD),
+                                   asked with ORD 1 and again with ORD 16383
   CRC32c                           required (sets C unasked), optional, or refused
   Markers                          asked for in its Reply; sent when asked, or refused
   Largest private data             PD_Length answered: 512, 256 (the Linux limit), or found
@@ -153,8 +154,14 @@ evidence. The report has one line per capability, with a verdict:
   Terminate codes                  for an RDMA Write and an RDMA Read naming an unknown STag,
                                    and going past the end of a region the peer advertised
                                    (rdma-probe serve advertises one; other peers: not tested)
+  Still answers a plain Request    asked again after the MPA probes: a peer that broke
+                                   during the probe fails this row, and the run exits 1
 Verdicts: ok (what the RFCs ask for), note (allowed, limits peers), warn (a known interop
 hazard), fail (against the RFCs), n/a, not_tested (the WHY section says why).
+
+Peer-to-peer offers are read on a raw socket and closed after the Reply, so an RTR type
+picked outside the offer never draws a Terminate from the probe before any RTR (kernel siw
+picks Write for a Send-only offer, and iw_cm crashes on the Terminate that follows).
 
 The probe never floods: one connection at a time, at least 20 ms apart, each bounded by
 --timeout, at most --max-connections (about 25 against a well-behaved peer). Over verbs://
@@ -177,7 +184,7 @@ what a responder shows from outside; null where it could not be found out. Capab
 iwarp, mpa_revisions, revision2_to_revision1, peer_to_peer, rtr_types, rtr_choice, rtr_wait,
 ird_ord, ird_ord_check, crc, markers, private_data, reserved_bits, rtt_read0, rtt_send64,
 terminate_write_invalid_stag, terminate_read_invalid_stag, terminate_write_out_of_bounds,
-terminate_read_out_of_bounds, rejects. New fields may be added; the schema version changes
+terminate_read_out_of_bounds, still_answering, rejects. New fields may be added; the schema version changes
 when a field changes meaning.
 )";
 
@@ -191,7 +198,8 @@ EXAMPLES
 EXIT CODES
   0  probed: the report lists what the peer speaks
   1  an iWARP peer that rejected even a plain Request (e.g. its listener is over its
-     backlog: try again), or the probe was stopped by a signal
+     backlog: try again), a peer that stopped answering during the probe (the report says
+     so), or the probe was stopped by a signal
   2  bad arguments
   3  unreachable: TCP connect refused, no route, or timed out
   4  not an iWARP peer: it answered with something else (an HTTP server says "HTTP/1.1

@@ -320,46 +320,85 @@ void probe_markers(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
   rows.push_back(std::move(c));
 }
 
+namespace {
+
+// A responder's answer to a peer-to-peer offer, read on a raw socket. Nothing is sent after
+// its Reply, so an RTR picked outside the offer never draws a Terminate from us before any
+// RTR: kernel siw answers a Send-only offer with a Write RTR, and iw_cm hits a BUG() when
+// the initiator then Terminates (the kernel tier's finding).
+struct RtrAnswer {
+  bool answered = false;      // a Reply without the Reject flag
+  bool peer_to_peer = false;  // the Reply keeps the peer-to-peer bit
+  cm::RtrSet chosen;          // the RTR bits of the Reply
+  std::string refusal;        // how it refused, when not answered
+  Evidence evidence;
+};
+
+std::optional<RtrAnswer> ask_rtr(ProbeSession& s, const cm::RtrSet& offer, std::string what) {
+  auto policy = s.plain_policy(2);
+  policy.peer_to_peer = cm::PeerToPeer::kOn;
+  policy.rtr_offer = offer;
+  const auto request = cm::make_request(policy, ProbeSession::plain_private_data());
+  auto a = s.raw(request, what);
+  if (!a) return std::nullopt;
+  RtrAnswer r;
+  r.evidence = {wire::to_string(request), describe(*a)};
+  if (a->kind == RawAnswer::Kind::kReply && !a->reply->reject) {
+    r.answered = true;
+    if (const auto& e = a->reply->enhanced) {
+      r.peer_to_peer = e->peer_to_peer;
+      r.chosen = {.send = e->rtr_send, .write = e->rtr_write, .read = e->rtr_read};
+    }
+  } else {
+    r.refusal = refusal_form(*a);
+  }
+  return r;
+}
+
+std::optional<RtrType> single(const cm::RtrSet& set) {
+  int n = set.send + set.write + set.read;
+  if (n != 1) return std::nullopt;
+  return set.send ? RtrType::kSend : set.write ? RtrType::kWrite : RtrType::kRead;
+}
+
+bool within(const cm::RtrSet& chosen, const cm::RtrSet& offer) {
+  return (!chosen.send || offer.send) && (!chosen.write || offer.write) &&
+         (!chosen.read || offer.read);
+}
+
+}  // namespace
+
 void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
   auto mode = new_capability("peer_to_peer", "Peer-to-peer mode (RFC 6581)");
   auto types = new_capability("rtr_types", "RTR types accepted");
   auto pick = new_capability("rtr_choice", "RTR picked when offered all");
+  auto finish = [&] {
+    rows.push_back(std::move(mode));
+    rows.push_back(std::move(types));
+    rows.push_back(std::move(pick));
+  };
   if (!speaks_revision2(f)) {
     for (auto* c : {&mode, &types, &pick}) not_applicable(*c, "revision 1 has no peer-to-peer mode");
     f.responder_policy["peer_to_peer"] = nullptr;
     f.responder_policy["rtr_accepted"] = nullptr;
     f.responder_policy["rtr_preference"] = nullptr;
-    rows.push_back(std::move(mode));
-    rows.push_back(std::move(types));
-    rows.push_back(std::move(pick));
-    return;
+    return finish();
   }
-  const auto pd = ProbeSession::plain_private_data();
-  auto p2p_policy = [&](cm::RtrSet offer) {
-    auto p = s.plain_policy(2);
-    p.peer_to_peer = cm::PeerToPeer::kOn;
-    p.rtr_offer = offer;
-    return p;
-  };
   const cm::RtrSet all{.send = true, .write = true, .read = true};
-  auto a = s.connect(p2p_policy(all), pd, "peer-to-peer, every RTR type offered");
-  if (!a) {
+  auto first = ask_rtr(s, all, "peer-to-peer, every RTR type offered");
+  if (!first) {
     for (auto* c : {&mode, &types, &pick}) not_tested(*c, s.why_not());
-    rows.push_back(std::move(mode));
-    rows.push_back(std::move(types));
-    rows.push_back(std::move(pick));
-    return;
+    return finish();
   }
-  mode.evidence.push_back(a->evidence());
-  pick.evidence.push_back(a->evidence());
-  auto reply = a->reply();
-  const bool accepted = reply && reply->enhanced && reply->enhanced->peer_to_peer;
-  f.peer_to_peer = accepted;
-  f.responder_policy["peer_to_peer"] = accepted ? "accepted" : "declined";
-  if (!accepted) {
-    if (!a->established()) note_refusal(f, refusal_form(*a), mode.evidence.back());
-    mode.value = a->established() ? "declined: its Reply clears the peer-to-peer bit"
-                                  : "refused: " + refusal_form(*a);
+  mode.evidence.push_back(first->evidence);
+  pick.evidence.push_back(first->evidence);
+  f.peer_to_peer = first->answered && first->peer_to_peer;
+  f.responder_policy["peer_to_peer"] = f.peer_to_peer ? "accepted" : "declined";
+  mode.data = {{"accepted", f.peer_to_peer}};
+  if (!f.peer_to_peer) {
+    if (!first->answered) note_refusal(f, first->refusal, first->evidence);
+    mode.value = first->answered ? "declined: its Reply clears the peer-to-peer bit"
+                                 : "refused: " + first->refusal;
     mode.verdict = Verdict::kNote;
     mode.why = "without peer-to-peer mode the initiator cannot send first; RFC 6581 "
                "applications that need an RTR cannot use this peer";
@@ -367,73 +406,110 @@ void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
     not_applicable(pick, "no peer-to-peer mode");
     f.responder_policy["rtr_accepted"] = json::array();
     f.responder_policy["rtr_preference"] = json::array();
-    rows.push_back(std::move(mode));
-    rows.push_back(std::move(types));
-    rows.push_back(std::move(pick));
-    return;
+    return finish();
   }
   mode.value = "accepted";
   mode.verdict = Verdict::kOk;
 
-  // Each type alone: accepted when the connection is established with it.
+  // Each type alone. The Reply must name exactly that type; the connection is then made for
+  // real (RTR sent) to see the peer take it.
   std::string refused_how;
+  std::vector<std::string> outside;  // "send -> write": answered an offer with another type
   for (auto t : kAllRtrs) {
-    auto one = s.connect(p2p_policy(only(t)), pd, "peer-to-peer, only a " + std::string(cm::rtr_name(t)) + " RTR");
-    if (!one) {
+    const std::string name(cm::rtr_name(t));
+    auto answer = ask_rtr(s, only(t), "peer-to-peer, only a " + name + " RTR offered");
+    if (!answer) {
       not_tested(types, s.why_not());
       break;
     }
-    types.evidence.push_back(one->evidence());
-    if (one->established() && one->info->params.rtr == t) {
+    types.evidence.push_back(answer->evidence);
+    if (!answer->answered || !answer->peer_to_peer) {
+      note_refusal(f, answer->refusal.empty() ? "a Reply without peer-to-peer" : answer->refusal,
+                   answer->evidence);
+      if (refused_how.empty()) refused_how = answer->refusal;
+      continue;
+    }
+    if (answer->chosen.empty()) {
+      note_refusal(f, "a Reply choosing no RTR type (RFC 6581 MPA code 0x07 follows)",
+                   answer->evidence);
+      if (refused_how.empty()) refused_how = "a Reply choosing no RTR type";
+      continue;
+    }
+    if (!within(answer->chosen, only(t))) {
+      outside.push_back(name + " answered with " + rtr_text(answer->chosen));
+      continue;
+    }
+    auto policy = s.plain_policy(2);
+    policy.peer_to_peer = cm::PeerToPeer::kOn;
+    policy.rtr_offer = only(t);
+    auto confirm = s.connect(policy, ProbeSession::plain_private_data(),
+                             "peer-to-peer with a " + name + " RTR, connected");
+    if (!confirm) {
+      not_tested(types, s.why_not());
+      break;
+    }
+    types.evidence.push_back(confirm->evidence());
+    if (confirm->established() && confirm->info->params.rtr == t) {
       if (t == RtrType::kSend) f.rtr_accepted.send = true;
       if (t == RtrType::kWrite) f.rtr_accepted.write = true;
       if (t == RtrType::kRead) f.rtr_accepted.read = true;
     } else {
-      note_refusal(f, refusal_form(*one), types.evidence.back());
-      if (refused_how.empty()) refused_how = refusal_form(*one);
+      note_refusal(f, refusal_form(*confirm), types.evidence.back());
+      outside.push_back(name + " chosen, then the connection failed: " + refusal_form(*confirm));
     }
   }
   if (types.value.empty()) {
     types.value = rtr_text(f.rtr_accepted);
     if (!refused_how.empty()) types.value += "; others refused: " + refused_how;
-    types.verdict = f.rtr_accepted.empty() ? Verdict::kFail : Verdict::kOk;
-    if (f.rtr_accepted.empty()) {
+    types.verdict = Verdict::kOk;
+    if (!outside.empty()) {
+      std::string list;
+      for (const auto& o : outside) list += (list.empty() ? "" : "; ") + o;
+      types.value += "; " + list;
+      types.verdict = Verdict::kFail;
+      types.why = "RFC 6581 s3: the responder picks one of the RTR types the initiator offered; "
+                  "an initiator that offered only what it can receive fails the connection (and "
+                  "the peer may not survive our Terminate, so this probe sends none)";
+    } else if (f.rtr_accepted.empty()) {
+      types.verdict = Verdict::kFail;
       types.why = "it accepts peer-to-peer mode but none of the three RTR types";
     }
   }
   f.responder_policy["rtr_accepted"] = rtr_json(f.rtr_accepted);
+  types.data = {{"accepted", rtr_json(f.rtr_accepted)}, {"outside_offer", outside}};
 
-  // The pick from all three, then from what is left: the preference order.
+  // The pick from all three, then from the accepted ones left: the preference order.
   json preference = json::array();
-  std::optional<RtrType> first = a->established() ? a->info->params.rtr : std::nullopt;
-  if (!first) {
-    pick.value = "none: " + refusal_form(*a);
+  auto picked = single(first->chosen);
+  if (!picked || !within(first->chosen, all)) {
+    pick.value = first->chosen.empty() ? "none: its Reply names no RTR type"
+                                       : "several: " + rtr_text(first->chosen);
     pick.verdict = Verdict::kFail;
-    pick.why = "offered all three RTR types, it settled on none";
+    pick.why = "RFC 6581 s3: the Reply names exactly one of the offered RTR types";
   } else {
-    preference.push_back(cm::rtr_name(*first));
+    preference.push_back(cm::rtr_name(*picked));
     cm::RtrSet rest = f.rtr_accepted;
-    if (*first == RtrType::kSend) rest.send = false;
-    if (*first == RtrType::kWrite) rest.write = false;
-    if (*first == RtrType::kRead) rest.read = false;
+    if (*picked == RtrType::kSend) rest.send = false;
+    if (*picked == RtrType::kWrite) rest.write = false;
+    if (*picked == RtrType::kRead) rest.read = false;
     std::vector<RtrType> left;
     for (auto t : {RtrType::kRead, RtrType::kWrite, RtrType::kSend}) {
       if (rest.contains(t)) left.push_back(t);
     }
     if (left.size() >= 2) {
-      auto second = s.connect(p2p_policy(rest), pd, "peer-to-peer, the RTR types it did not pick");
-      if (second && second->established() && second->info->params.rtr) {
-        pick.evidence.push_back(second->evidence());
-        auto t2 = *second->info->params.rtr;
-        preference.push_back(cm::rtr_name(t2));
+      auto second = ask_rtr(s, rest, "peer-to-peer, the accepted RTR types it did not pick");
+      if (second) pick.evidence.push_back(second->evidence);
+      auto t2 = second ? single(second->chosen) : std::nullopt;
+      if (t2 && rest.contains(*t2)) {
+        preference.push_back(cm::rtr_name(*t2));
         for (auto t : left) {
-          if (t != t2) preference.push_back(cm::rtr_name(t));
+          if (t != *t2) preference.push_back(cm::rtr_name(t));
         }
       }
     } else if (left.size() == 1) {
       preference.push_back(cm::rtr_name(left.front()));
     }
-    pick.value = std::string(cm::rtr_name(*first));
+    pick.value = std::string(cm::rtr_name(*picked));
     if (preference.size() > 1) {
       std::string order;
       for (const auto& t : preference) order += (order.empty() ? "" : " > ") + t.get<std::string>();
@@ -442,70 +518,78 @@ void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
     pick.verdict = Verdict::kOk;
   }
   f.responder_policy["rtr_preference"] = preference;
-  pick.data = {{"picked", first ? json(cm::rtr_name(*first)) : json(nullptr)},
+  pick.data = {{"picked", picked ? json(cm::rtr_name(*picked)) : json(nullptr)},
                {"preference", preference}};
-  types.data = {{"accepted", rtr_json(f.rtr_accepted)}};
-  mode.data = {{"accepted", accepted}};
-  rows.push_back(std::move(mode));
-  rows.push_back(std::move(types));
-  rows.push_back(std::move(pick));
+  finish();
 }
 
 void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
   auto limits = new_capability("ird_ord", "IRD/ORD it grants");
   auto mode = new_capability("ird_ord_check", "IRD/ORD check");
+  auto finish = [&] {
+    rows.push_back(std::move(limits));
+    rows.push_back(std::move(mode));
+  };
   if (!speaks_revision2(f) || !f.plain_reply.enhanced) {
     not_applicable(limits, "revision 1 exchanges no IRD/ORD");
     not_applicable(mode, "revision 1 exchanges no IRD/ORD");
     for (auto key : {"ird", "ord", "strict_ird_ord"}) f.responder_policy[key] = nullptr;
-    rows.push_back(std::move(limits));
-    rows.push_back(std::move(mode));
-    return;
+    return finish();
   }
-  const auto& e = *f.plain_reply.enhanced;
-  const auto plain = cm::make_request(s.plain_policy(2), ProbeSession::plain_private_data());
-  limits.evidence.push_back({wire::to_string(plain), wire::to_string(f.plain_reply)});
-  limits.value = "IRD " + std::to_string(e.ird) + ", ORD " + std::to_string(e.ord) +
-                 " (asked with our IRD " + std::to_string(wire::kMpaIrdOrdMask) + ", ORD 1)";
-  limits.verdict = e.ird == 0 ? Verdict::kWarn : Verdict::kOk;
-  if (e.ird == 0) limits.why = "IRD 0: the peer accepts no RDMA Read at all";
-  limits.data = {{"ird", e.ird}, {"ord", e.ord}};
-  f.responder_policy["ird"] = e.ird;
-  f.responder_policy["ord"] = e.ord;
-
-  if (e.ird >= wire::kMpaIrdOrdMask) {
+  // The plain Request offered IRD 16383 and ORD 1, which any responder takes. Now ORD 16383
+  // too: a strict responder refuses it (MPA code 0x06) and its limits are what it answered
+  // the plain Request; a relaxed one answers with its own limits (kernel siw lowers its IRD
+  // to the initiator's ORD, so the plain Request alone would read "IRD 1").
+  const auto& plain = *f.plain_reply.enhanced;
+  const auto plain_request = cm::make_request(s.plain_policy(2), ProbeSession::plain_private_data());
+  limits.evidence.push_back({wire::to_string(plain_request), wire::to_string(f.plain_reply)});
+  auto policy = s.plain_policy(2);
+  policy.ord = wire::kMpaIrdOrdMask;
+  auto a = s.connect(policy, ProbeSession::plain_private_data(),
+                     "ORD " + std::to_string(policy.ord) + ", the 14-bit maximum");
+  if (!a) {
+    not_tested(mode, s.why_not());
+    not_tested(limits, s.why_not());
+    for (auto key : {"ird", "ord", "strict_ird_ord"}) f.responder_policy[key] = nullptr;
+    return finish();
+  }
+  mode.evidence.push_back(a->evidence());
+  limits.evidence.push_back(a->evidence());
+  const bool strict = !a->established();
+  std::uint16_t ird = plain.ird;
+  std::uint16_t ord = plain.ord;
+  if (strict) {
+    note_refusal(f, refusal_form(*a), mode.evidence.back());
+    mode.value = "strict: ORD " + std::to_string(policy.ord) + " above its IRD fails (" +
+                 refusal_form(*a) + ")";
+    mode.verdict = Verdict::kWarn;
+    mode.why = "RFC 6581 s3 lets an initiator lower its ORD to the responder's IRD; a strict "
+               "peer fails initiators that offer more instead (MPA code 0x06)";
+  } else if (a->info->params.peer_ird >= wire::kMpaIrdOrdMask) {
+    ird = a->info->params.peer_ird;
+    ord = a->info->params.peer_ord;
     not_applicable(mode, "its IRD is the 14-bit maximum: no ORD can exceed it");
-    f.responder_policy["strict_ird_ord"] = nullptr;
   } else {
-    auto policy = s.plain_policy(2);
-    policy.ord = static_cast<std::uint16_t>(e.ird + 1);
-    auto a = s.connect(policy, ProbeSession::plain_private_data(),
-                       "ORD " + std::to_string(policy.ord) + ", one above its IRD");
-    if (!a) {
-      not_tested(mode, s.why_not());
-      f.responder_policy["strict_ird_ord"] = nullptr;
-    } else {
-      mode.evidence.push_back(a->evidence());
-      const bool strict = !a->established();
-      f.responder_policy["strict_ird_ord"] = strict;
-      if (strict) {
-        note_refusal(f, refusal_form(*a), mode.evidence.back());
-        mode.value = "strict: ORD " + std::to_string(policy.ord) + " above its IRD fails (" +
-                     refusal_form(*a) + ")";
-        mode.verdict = Verdict::kWarn;
-        mode.why = "RFC 6581 s3 lets an initiator lower its ORD to the responder's IRD; a strict "
-                   "peer fails initiators that offer more instead (MPA code 0x06)";
-      } else {
-        mode.value = "relaxed: ORD " + std::to_string(policy.ord) +
-                     " above its IRD is accepted, our ORD lowered to " +
-                     std::to_string(a->info->params.ord);
-        mode.verdict = Verdict::kOk;
-      }
-    }
+    ird = a->info->params.peer_ird;
+    ord = a->info->params.peer_ord;
+    mode.value = "relaxed: ORD " + std::to_string(policy.ord) + " accepted, our ORD settled at " +
+                 std::to_string(a->info->params.ord);
+    mode.verdict = Verdict::kOk;
   }
-  mode.data = {{"strict", f.responder_policy["strict_ird_ord"]}};
-  rows.push_back(std::move(limits));
-  rows.push_back(std::move(mode));
+  limits.value = "IRD " + std::to_string(ird) + ", ORD " + std::to_string(ord);
+  if (!strict && plain.ird != ird) {
+    limits.value += "; its IRD follows the initiator's ORD (IRD " + std::to_string(plain.ird) +
+                    " to an ORD of 1)";
+  }
+  limits.verdict = ird == 0 ? Verdict::kWarn : Verdict::kOk;
+  if (ird == 0) limits.why = "IRD 0: the peer accepts no RDMA Read at all";
+  limits.data = {{"ird", ird}, {"ord", ord}, {"ird_to_ord_1", plain.ird}};
+  f.responder_policy["ird"] = ird;
+  f.responder_policy["ord"] = ord;
+  const json strict_json = mode.verdict == Verdict::kNotApplicable ? json(nullptr) : json(strict);
+  f.responder_policy["strict_ird_ord"] = strict_json;
+  mode.data = {{"strict", strict_json}};
+  finish();
 }
 
 void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
@@ -526,7 +610,8 @@ void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
     if (!ok) note_refusal(f, refusal_form(*a), c.evidence.back());
     return ok;
   };
-  std::size_t lo = words;  // a plain Request of this size was answered at first contact
+  // A plain Request of this size was answered at first contact: the search starts there.
+  std::size_t lo = words + ProbeSession::plain_private_data().size();
   std::size_t hi = 0;      // the smallest size refused, once known
   std::optional<std::size_t> largest;
   if (answered(wire::kMpaMaxPrivateDataRfc)) {
@@ -611,6 +696,31 @@ void summarize_refusals(const PeerFacts& f, std::vector<Capability>& rows) {
   json forms = json::array();
   for (const auto& r : f.refusals) forms.push_back(r.form);
   c.data = {{"forms", forms}};
+  rows.push_back(std::move(c));
+}
+
+void recheck_plain_request(ProbeSession& s, const PeerFacts& f, std::vector<Capability>& rows) {
+  auto c = new_capability("still_answering", "Still answers a plain Request");
+  const auto request = cm::make_request(s.plain_policy(f.revision), ProbeSession::plain_private_data());
+  auto a = s.raw(request, "a plain Request again: is the peer unchanged?");
+  if (!a) {
+    not_tested(c, s.why_not());
+  } else {
+    c.evidence.push_back({wire::to_string(request), describe(*a)});
+    const bool same = a->kind == RawAnswer::Kind::kReply && !a->reply->reject &&
+                      a->reply->revision == f.plain_reply.revision;
+    c.data = {{"unchanged", same}};
+    if (same) {
+      c.value = "yes, as at first contact";
+      c.verdict = Verdict::kOk;
+    } else {
+      c.value = "no: " + describe(*a);
+      c.verdict = Verdict::kFail;
+      c.why = "the peer answered a plain Request at first contact and no longer does: it "
+              "crashed, restarted or ran out of something during the probe, so the rows "
+              "measured after that describe a broken peer, not its settings";
+    }
+  }
   rows.push_back(std::move(c));
 }
 

@@ -30,6 +30,10 @@ void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
 // The largest PD_Length answered with a Reply: 512, 256, then a binary search between.
 void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
 void probe_reserved_bits(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
+// A plain Request once more, after the MPA probes: a peer that answered it at first contact
+// and no longer does has broken during the probe (the "still_answering" row fails, and the
+// run exits 1), so its other rows are not its settings.
+void recheck_plain_request(ProbeSession& s, const PeerFacts& f, std::vector<Capability>& rows);
 // Every distinct refusal the probes above drew: MPA Reject, Terminate after the Reply,
 // reset, close, silence.
 void summarize_refusals(const PeerFacts& f, std::vector<Capability>& rows);

@@ -88,6 +88,7 @@ ProbeReport probe_peer(const ProbeSettings& settings, transport::Provider& provi
       probe_markers(s, f, rows);
       probe_private_data(s, f, rows);
       probe_reserved_bits(s, f, rows);
+      recheck_plain_request(s, f, rows);
     }
   } else {
     report.outcome = verbs_contact(s, f, rows, report.detail);

@@ -1,6 +1,7 @@
 // rdma-probe URI: probe a peer and print what it speaks (peer_probe.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +13,17 @@
 #include "tools/rdma-probe/signal_watch.h"
 
 namespace rdma_interop::probe {
+
+namespace {
+
+// The "still_answering" row failed: the peer broke during the probe.
+bool peer_broke(const ProbeReport& report) {
+  return std::any_of(report.capabilities.begin(), report.capabilities.end(), [](const Capability& c) {
+    return c.id == "still_answering" && c.verdict == Verdict::kFail;
+  });
+}
+
+}  // namespace
 
 int run_probe(const ProbeOptions& options) {
   auto uri = transport::parse_provider_uri(options.uri);
@@ -55,6 +67,10 @@ int run_probe(const ProbeOptions& options) {
   if (progress) std::fprintf(stderr, "\r%80s\r", "");
   const bool cancelled = signals.stop_requested().load();
   if (cancelled) report.detail += "; stopped early by a signal, later probes not tested";
+  if (peer_broke(report)) {
+    report.detail += "; but it stopped answering plain Requests during the probe (see "
+                     "still_answering): the rows after that describe a broken peer";
+  }
   if (options.json) {
     print_json_line(to_json(report));
   } else {
@@ -64,7 +80,7 @@ int run_probe(const ProbeOptions& options) {
   signals.finished();
   switch (report.outcome) {
     case ProbeOutcome::kProbed:
-      return cancelled ? kExitFailed : kExitOk;
+      return cancelled || peer_broke(report) ? kExitFailed : kExitOk;
     case ProbeOutcome::kUnreachable:
       return kExitUnreachable;
     case ProbeOutcome::kNotIwarp:

@@ -123,7 +123,7 @@ std::optional<RawAnswer> ProbeSession::raw(const wire::MpaFrame& request, std::s
   auto bytes = wire::encode_mpa_frame(request, {.private_data_limit = wire::kMpaMaxPrivateDataRfc,
                                                 .reject_reserved_bits = false});
   if (!bytes || !start(what)) return std::nullopt;
-  return send_raw_request(s_.uri.host, s_.uri.port, *bytes, s_.timeout);
+  return send_raw_request(s_.uri.host, s_.uri.port, *bytes, s_.timeout, s_.first_fpdu_delay);
 }
 
 std::optional<Attempt> ProbeSession::connect(const cm::MpaPolicy& policy,

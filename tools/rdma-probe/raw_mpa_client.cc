@@ -139,7 +139,7 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in) {
 
 RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
                            std::span<const std::uint8_t> request,
-                           std::chrono::milliseconds timeout) {
+                           std::chrono::milliseconds timeout, std::chrono::milliseconds linger) {
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   RawAnswer a;
@@ -179,14 +179,14 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     iovec part{const_cast<std::uint8_t*>(request.data() + sent), request.size() - sent};
     auto w = tcp::write_some(fd.get(), std::span<const iovec>(&part, 1));
     if (w.error) {
-      tcp::close_abortive(fd);
+      tcp::close_graceful(fd);
       return finish(w.error == ECONNRESET || w.error == EPIPE ? RawAnswer::Kind::kReset
                                                               : RawAnswer::Kind::kClosed,
                     "sending the Request: " + tcp::errno_text(w.error));
     }
     sent += w.bytes;
     if (w.would_block && !wait_for(fd.get(), POLLOUT, deadline)) {
-      tcp::close_abortive(fd);
+      tcp::close_graceful(fd);
       return finish(RawAnswer::Kind::kSilent, "the peer did not take the Request's octets");
     }
   }
@@ -194,7 +194,7 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
   std::vector<std::uint8_t> in;
   for (;;) {
     if (!wait_for(fd.get(), POLLIN, deadline)) {
-      tcp::close_abortive(fd);
+      tcp::close_graceful(fd);
       return finish(RawAnswer::Kind::kSilent,
                     in.empty() ? "no answer in " + std::to_string(timeout.count()) + " ms"
                                : std::to_string(in.size()) + " octets of an MPA Reply, then nothing for " +
@@ -203,13 +203,13 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     std::uint8_t buf[1024];
     auto r = tcp::read_some(fd.get(), buf);
     if (r.error) {
-      tcp::close_abortive(fd);
+      tcp::close_graceful(fd);
       return finish(RawAnswer::Kind::kReset,
                     (in.empty() ? "reset before answering: " : "reset in the middle of a Reply: ") +
                         tcp::errno_text(r.error));
     }
     if (r.eof) {
-      tcp::close_abortive(fd);
+      tcp::close_graceful(fd);
       return finish(RawAnswer::Kind::kClosed, in.empty()
                                                   ? "closed the connection without answering"
                                                   : "closed the connection in the middle of a Reply");
@@ -218,7 +218,14 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     in.insert(in.end(), buf, buf + r.bytes);
     auto classified = classify_answer(in);
     if (!classified) continue;
-    tcp::close_abortive(fd);
+    if (classified->kind == RawAnswer::Kind::kReply) {
+      const auto until = Clock::now() + linger;
+      while (Clock::now() < until && wait_for(fd.get(), POLLIN, until)) {
+        auto more = tcp::read_some(fd.get(), buf);
+        if (more.error || more.eof) break;
+      }
+    }
+    tcp::close_graceful(fd);
     auto kind = classified->kind;
     a = std::move(*classified);
     return finish(kind, a.detail);

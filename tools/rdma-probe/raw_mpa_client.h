@@ -4,8 +4,9 @@
 // well-behaved initiator would send (reserved bits set, private data at the edge of a
 // limit). The provider would fail those connections with a setup error; here the answer is
 // classified and kept byte for byte: an MPA Reply, bytes that are not MPA at all (an HTTP
-// server's "HTTP/1.1 400"), a reset, a close, or silence. The connection is always reset
-// afterwards: a probe never goes on to send FPDUs on it.
+// server's "HTTP/1.1 400"), a reset, a close, or silence. The connection is then closed with
+// a FIN, never a reset, and no FPDU is sent on it: kernel siw waiting for an RTR takes a FIN
+// in its stride, but a reset there reaches iw_cm in a state it BUG()s on (iwcm.c:969).
 #pragma once
 
 #include <chrono>
@@ -48,8 +49,13 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in);
 // Connects to host:port (IPv4 address or name), sends `request` (encoded MPA frame octets)
 // and waits up to `timeout` in all for the answer. The Reply is decoded leniently (reserved
 // bits kept, private data up to 512 octets) so that what the peer did can be reported.
+// After a Reply the connection stays open `linger` before the FIN (octets arriving meanwhile
+// are read and dropped): kernel siw sends its Reply before it hands the socket to its queue
+// pair, and a close inside that window crashes iw_cm (BUG at iwcm.c:969) - the same window
+// MpaPolicy::first_fpdu_delay covers for the first FPDU.
 RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
-                           std::span<const std::uint8_t> request, std::chrono::milliseconds timeout);
+                           std::span<const std::uint8_t> request, std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds linger = std::chrono::milliseconds(0));
 
 // The printable prefix of `bytes` for a report: "HTTP/1.0 400 Bad request syntax", with
 // other octets as \xNN, at most `max` characters.

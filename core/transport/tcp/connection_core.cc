@@ -112,6 +112,11 @@ std::optional<wire::TerminateMessage> ConnectionCore::terminate_received() const
   return endpoint_.terminate_received();
 }
 
+std::optional<wire::MalformedTerminate> ConnectionCore::malformed_terminate_received() const {
+  std::lock_guard lock(mu_);
+  return endpoint_.malformed_terminate_received();
+}
+
 std::optional<wire::TerminateMessage> ConnectionCore::terminate_sent() const {
   std::lock_guard lock(mu_);
   return endpoint_.terminate_sent();
@@ -292,6 +297,8 @@ void ConnectionCore::after_activity() {
     settle(ConnectionState::kError, "the peer sent a Terminate: " + wire::to_string(*t));
   } else if (const auto& t = endpoint_.terminate_sent()) {
     settle(ConnectionState::kError, "sent a Terminate: " + wire::to_string(*t));
+  } else if (const auto& t = endpoint_.malformed_terminate_received()) {
+    settle(ConnectionState::kError, "the peer sent a " + wire::to_string(*t));
   }
   if (phase_ == Phase::kClosed) return;
   const bool terminating = endpoint_.state() != rdmap::EndpointState::kRunning;

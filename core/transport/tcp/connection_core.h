@@ -56,6 +56,7 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   ConnectionState state() const;
   std::string error_detail() const;
   std::optional<wire::TerminateMessage> terminate_received() const;
+  std::optional<wire::MalformedTerminate> malformed_terminate_received() const;
   std::optional<wire::TerminateMessage> terminate_sent() const;
   void disconnect(Millis timeout);
   // Queues a Terminate with `cause`, flushes everything outstanding, and lets the event
@@ -148,6 +149,9 @@ class TcpConnection final : public Connection {
   std::string error_detail() const override { return core_->error_detail(); }
   std::optional<wire::TerminateMessage> terminate_received() const override {
     return core_->terminate_received();
+  }
+  std::optional<wire::MalformedTerminate> malformed_terminate_received() const override {
+    return core_->malformed_terminate_received();
   }
   std::optional<wire::TerminateMessage> terminate_sent() const override {
     return core_->terminate_sent();
