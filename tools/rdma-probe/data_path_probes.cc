@@ -42,8 +42,10 @@ std::string summarize(std::vector<double> micros, json& data) {
          fixed(micros.back(), 0) + " us (" + std::to_string(micros.size()) + " round trips)";
 }
 
-// How a connection ended, for evidence.
+// How a connection ended, for evidence. Over verbs no Terminate is visible (the kernel owns
+// the stream), so the text does not claim there was none.
 std::string ending(const transport::Connection& c) {
+  const bool sees_terminates = c.info().params.revision != 0;  // 0: MPA not visible
   std::string text;
   if (auto t = c.terminate_received()) {
     return "Terminate " + wire::describe(t->cause);
@@ -53,7 +55,7 @@ std::string ending(const transport::Connection& c) {
     text = "still connected";
   } else {
     text = std::string(c.state() == transport::ConnectionState::kClosed ? "closed" : "failed") +
-           " without a Terminate";
+           (sees_terminates ? " without a Terminate" : "");
   }
   auto why = c.error_detail();
   if (!why.empty() && c.state() != transport::ConnectionState::kConnected) text += " (" + why + ")";
@@ -337,7 +339,7 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
         c.verdict = Verdict::kFail;
         c.why = std::string(k.rfc) + ": the peer must Terminate with " + wire::describe(k.expected);
       } else {
-        c.value = "no Terminate: " + how;
+        c.value = (s.is_tcp() ? "no Terminate: " : "no Terminate visible: ") + how;
         c.verdict = s.is_tcp() ? Verdict::kWarn : Verdict::kNote;
         c.why = s.is_tcp() ? std::string(k.rfc) + " has the peer send a Terminate before it closes"
                            : "over verbs the kernel owns the stream: user space sees the work "

@@ -54,7 +54,8 @@ constexpr const char* kServeDescription =
 
 Connections are handled one at a time: each is accepted (MPA Reply, and in peer-to-peer mode
 the wait for the initiator's RTR), the interop exchange runs as the responder, and one JSON
-line reports it. A connection that stalls is cut off by the personality's MPA timeouts and by
+line reports it. Before the exchange, {"op":"echo"} Sends are sent back unchanged (rdma-probe
+URI times Send round trips with them). A connection that stalls is cut off by the personality's MPA timeouts and by
 --exchange-timeout, then the next one is taken. serve runs until SIGTERM or SIGINT (it stops
 within a second, also in the middle of a connection), or after --max-connections / --once.
 

@@ -75,6 +75,7 @@ std::string refusal_form(const Attempt& a) {
   if (a.established() || !a.error) return {};
   const auto& e = *a.error;
   if (e.kind == transport::ConnectError::Kind::kUnreachable) return "TCP connect refused";
+  if (e.kind == transport::ConnectError::Kind::kInvalidArgument) return "not tried: " + e.detail;
   if (!e.failure) return "no Reply in time";
   switch (*e.failure) {
     case cm::CmFailure::kBacklogFull:

@@ -20,6 +20,10 @@ void mpa_rows_not_applicable(std::vector<Capability>& rows) {
       {"markers", "Markers"},
       {"private_data", "Largest private data (PD_Length)"},
       {"reserved_bits", "Reserved Request bits (Res)"},
+      {"revision2_to_revision1", "Revision-2 Request to it"},
+      {"rtr_wait", "Waits for the RTR before sending"},
+      {"still_answering", "Still answers a plain Request"},
+      {"rejects", "How it refuses"},
   };
   for (const auto& [id, title] : kRows) {
     auto c = new_capability(id, title);
@@ -56,14 +60,27 @@ ProbeOutcome verbs_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability
   c.verdict = Verdict::kOk;
   rows.push_back(std::move(c));
   auto limits = new_capability("ird_ord", "IRD/ORD it grants");
-  limits.value = "IRD " + std::to_string(p.peer_ird) + ", ORD " + std::to_string(p.peer_ord) +
-                 " (as rdma_cm reports them)";
-  limits.verdict = Verdict::kOk;
-  limits.data = {{"ird", p.peer_ird}, {"ord", p.peer_ord}};
+  if (p.peer_ird == 0 && p.peer_ord == 0) {
+    // iw_cm reports no IRD/ORD of the peer to the active side (verbs_connection.h): 0/0
+    // is "not visible", not a grant of no Reads.
+    limits.value = "not visible: rdma_cm reports none to the initiator (iWARP)";
+    limits.verdict = Verdict::kNotApplicable;
+    limits.data = {{"ird", nullptr}, {"ord", nullptr}};
+  } else {
+    limits.value = "IRD " + std::to_string(p.peer_ird) + ", ORD " + std::to_string(p.peer_ord) +
+                   " (as rdma_cm reports them)";
+    limits.verdict = Verdict::kOk;
+    limits.data = {{"ird", p.peer_ird}, {"ord", p.peer_ord}};
+  }
   limits.evidence.push_back(a->evidence());
   rows.push_back(std::move(limits));
-  f.revision = p.revision;
-  f.answers_revision2 = p.revision == 2;
+  // rdma_cm does not show the MPA revision: p.revision is 0, "not visible"
+  // (verbs_connection.h). The later probes keep the plain offer's revision; 0 is no
+  // revision an MpaPolicy accepts, and each of them would fail before connecting.
+  if (p.revision != 0) {
+    f.revision = p.revision;
+    f.answers_revision2 = p.revision == 2;
+  }
   detail = "an RDMA CM peer reached through rdma-core";
   return ProbeOutcome::kProbed;
 }
@@ -92,7 +109,16 @@ ProbeReport probe_peer(const ProbeSettings& settings, transport::Provider& provi
     }
   } else {
     report.outcome = verbs_contact(s, f, rows, report.detail);
-    if (report.outcome == ProbeOutcome::kProbed) mpa_rows_not_applicable(rows);
+    if (report.outcome == ProbeOutcome::kProbed) {
+      mpa_rows_not_applicable(rows);
+      // Nothing of the responder's MPA policy is visible through rdma_cm.
+      for (const auto* key : {"revision", "on_newer_revision", "private_data", "peer_to_peer",
+                              "rtr_accepted", "rtr_preference", "ird", "ord", "strict_ird_ord",
+                              "crc", "markers_wanted", "markers_supported", "private_data_limit",
+                              "reject_reserved_bits"}) {
+        f.responder_policy[key] = nullptr;
+      }
+    }
   }
   if (report.outcome == ProbeOutcome::kProbed) {
     probe_round_trips(s, f, rows);
