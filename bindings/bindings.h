@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "core/transport/provider.h"
 #include "core/wire/wire_error.h"
 
 namespace rdma_interop::bindings {
@@ -56,6 +57,10 @@ py::object make_wire_error(wire::WireError error);
 
 // The error whose error_name() is `name`; raises ValueError for an unknown name.
 wire::WireError wire_error_from_name(std::string_view name);
+
+// Raises rdma_interop.provider.ConnectError for `error` (GIL held): one construction, so a
+// setup failure reads the same from the provider and the messaging API.
+[[noreturn]] void throw_connect_error(const transport::ConnectError& error);
 
 void bind_errors(py::module_& m);
 void bind_mpa(py::module_& m);

@@ -87,26 +87,6 @@ std::shared_ptr<PyCallable> callable_or_null(const py::object& fn) {
   return std::make_shared<PyCallable>(fn);
 }
 
-// rdma_interop.provider.ConnectError for `error`, raised (GIL held). The same construction as
-// the provider's bindings, so a setup failure reads the same from either API.
-[[noreturn]] void throw_connect_error(const transport::ConnectError& error) {
-  py::object cls = py::module_::import("rdma_interop.provider").attr("ConnectError");
-  py::object failure = py::none();
-  if (error.failure) failure = py::str(std::string(cm::failure_name(*error.failure)));
-  py::object terminate = py::none();
-  if (error.terminate) {
-    terminate = py::make_tuple(static_cast<int>(error.terminate->layer), error.terminate->etype,
-                               error.terminate->code);
-  }
-  py::object peer_frame = py::none();
-  if (error.peer_frame) peer_frame = py::cast(*error.peer_frame);
-  py::object exception =
-      cls(transport::to_string(error), std::string(transport::kind_name(error.kind)), failure,
-          error.detail, terminate, peer_frame, error.attempts);
-  PyErr_SetObject(cls.ptr(), exception.ptr());
-  throw py::error_already_set();
-}
-
 // The endpoint as Python holds it. Calls that wait hold their own reference while the GIL is
 // released, so close() from another thread leaves the endpoint to the last of them; whoever
 // drops the last reference does so with the GIL released.

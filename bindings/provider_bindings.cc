@@ -105,13 +105,6 @@ py::object connect_error_object(const transport::ConnectError& error) {
              error.detail, cause_tuple(error.terminate), peer_frame, error.attempts);
 }
 
-// Raises rdma_interop.provider.ConnectError (GIL held).
-[[noreturn]] void throw_connect_error(const transport::ConnectError& error) {
-  py::object exception = connect_error_object(error);
-  PyErr_SetObject(exception.get_type().ptr(), exception.ptr());
-  throw py::error_already_set();
-}
-
 [[noreturn]] void throw_post_error(rdmap::PostError error) {
   py::object cls = py::module_::import("rdma_interop.provider").attr("PostError");
   py::object exception = cls(std::string(rdmap::post_error_name(error)));
@@ -720,6 +713,12 @@ void bind_provider_objects(py::module_& m) {
 }
 
 }  // namespace
+
+[[noreturn]] void throw_connect_error(const transport::ConnectError& error) {
+  py::object exception = connect_error_object(error);
+  PyErr_SetObject(exception.get_type().ptr(), exception.ptr());
+  throw py::error_already_set();
+}
 
 void bind_provider(py::module_& m) {
   bind_policy(m);

@@ -16,7 +16,8 @@
 #include "tools/rdma-mesh/mesh_config.h"
 #include "tools/rdma-mesh/mesh_node.h"
 #include "tools/rdma-mesh/mesh_report.h"
-#include "tools/rdma-probe/signal_watch.h"
+#include "tools/common/signal_watch.h"
+#include "tools/common/subcommand_formatter.h"
 
 namespace {
 
@@ -96,28 +97,15 @@ std::string wrap(std::string_view text) {
   return tools::wrap_help(text, 60);
 }
 
-// The subcommand is listed under the program with the first line of its description only;
-// the whole text is its own --help.
-class MeshFormatter : public CLI::Formatter {
- public:
-  std::string make_subcommand(const CLI::App* sub) const override {
-    auto text = sub->get_description();
-    std::stringstream out;
-    CLI::detail::format_help(out, sub->get_display_name(true), text.substr(0, text.find('\n')),
-                             column_width_);
-    return out.str();
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   // Before any thread exists: SIGTERM/SIGINT go to the watcher's thread only.
-  probe::SignalWatch signals(std::chrono::seconds(15));
+  tools::SignalWatch signals("rdma-mesh", std::chrono::seconds(15));
 
   CLI::App app(kDescription, "rdma-mesh");
   app.footer(kFooter);
-  auto formatter = std::make_shared<MeshFormatter>();
+  auto formatter = std::make_shared<tools::SubcommandFormatter>();
   formatter->column_width(32);
   app.formatter(formatter);
   app.require_subcommand(1);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/common/help_wrap.h"
+#include "tools/common/subcommand_formatter.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 
@@ -227,19 +228,6 @@ EXIT CODES
 // Option help, wrapped to fit beside the option column (CLI11 does not wrap).
 std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 64); }
 
-// Subcommands are listed under the parent with the first line of their description only;
-// the whole text is their own --help.
-class ProbeFormatter : public CLI::Formatter {
- public:
-  std::string make_subcommand(const CLI::App* sub) const override {
-    auto text = sub->get_description();
-    std::stringstream out;
-    CLI::detail::format_help(out, sub->get_display_name(true), text.substr(0, text.find('\n')),
-                             column_width_);
-    return out.str();
-  }
-};
-
 void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
   cmd->add_option("-p,--personality", choice.name_or_path,
                   wrap("The MPA personality to act as: a name (siw, cxgb4, rev1-only, never-rtr, "
@@ -256,7 +244,7 @@ void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
 int main(int argc, char** argv) {
   CLI::App app(kDescription, "rdma-probe");
   app.footer(kMainFooter);
-  auto formatter = std::make_shared<ProbeFormatter>();
+  auto formatter = std::make_shared<rdma_interop::tools::SubcommandFormatter>();
   formatter->column_width(34);
   app.formatter(formatter);
   app.require_subcommand(1);

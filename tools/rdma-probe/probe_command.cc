@@ -10,7 +10,7 @@
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/json_report.h"
 #include "tools/rdma-probe/peer_probe.h"
-#include "tools/rdma-probe/signal_watch.h"
+#include "tools/common/signal_watch.h"
 
 namespace rdma_interop::probe {
 
@@ -53,7 +53,7 @@ int run_probe(const ProbeOptions& options) {
   settings.first_fpdu_delay = std::chrono::milliseconds(options.first_fpdu_delay_ms);
   settings.max_connections = options.max_connections;
   // The connection under way is bounded by --timeout: let it finish, then report.
-  SignalWatch signals(settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
+  tools::SignalWatch signals("rdma-probe", settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
   settings.cancel = &signals.stop_requested();
   const bool progress = !options.quiet && ::isatty(STDERR_FILENO);
   if (progress) {

@@ -18,7 +18,7 @@
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
 #include "tools/rdma-probe/json_report.h"
-#include "tools/rdma-probe/signal_watch.h"
+#include "tools/common/signal_watch.h"
 
 namespace rdma_interop::probe {
 namespace {
@@ -116,7 +116,7 @@ int run_serve(const ServeOptions& options) {
   }
 
   // Before the provider starts its thread, so that thread inherits the blocked signals.
-  SignalWatch signals(kStopGrace);
+  tools::SignalWatch signals("rdma-probe", kStopGrace);
   auto provider = transport::open_provider(uri->scheme);
   if (!provider) {
     print_usage_error("serve", provider.error());

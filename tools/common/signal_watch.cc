@@ -1,13 +1,14 @@
-#include "tools/rdma-probe/signal_watch.h"
+#include "tools/common/signal_watch.h"
 
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 #include <ctime>
 
-namespace rdma_interop::probe {
+namespace rdma_interop::tools {
 namespace {
 
 sigset_t stop_signals() {
@@ -20,7 +21,8 @@ sigset_t stop_signals() {
 
 }  // namespace
 
-SignalWatch::SignalWatch(std::chrono::milliseconds grace) : grace_(grace) {
+SignalWatch::SignalWatch(std::string program, std::chrono::milliseconds grace)
+    : program_(std::move(program)), grace_(grace) {
   sigset_t set = stop_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   thread_ = std::thread([this] { run(); });
@@ -54,11 +56,11 @@ void SignalWatch::run() {
   }
   std::unique_lock lock(mutex_);
   if (cv_.wait_for(lock, grace_, [this] { return finished_; })) return;
-  std::fprintf(stderr, "rdma-probe: stopping on signal %d while a connection is in progress\n",
-               signal_.load());
+  std::fprintf(stderr, "%s: stopping on signal %d while a connection is in progress\n",
+               program_.c_str(), signal_.load());
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(0);
 }
 
-}  // namespace rdma_interop::probe
+}  // namespace rdma_interop::tools

@@ -1,4 +1,4 @@
-// signal_watch.h - SIGTERM/SIGINT as a flag the serve loop checks between bounded waits.
+// signal_watch.h - SIGTERM/SIGINT as a flag a tool's main loop checks between bounded waits.
 //
 // The signals are blocked in the constructing thread, so every thread created afterwards
 // (the provider's event thread included) inherits the mask and only the watcher's own
@@ -12,13 +12,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <string>
 #include <thread>
 
-namespace rdma_interop::probe {
+namespace rdma_interop::tools {
 
 class SignalWatch {
  public:
-  explicit SignalWatch(std::chrono::milliseconds grace);
+  // `program` names the tool in the message printed when the grace runs out.
+  SignalWatch(std::string program, std::chrono::milliseconds grace);
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
@@ -31,6 +33,7 @@ class SignalWatch {
  private:
   void run();
 
+  std::string program_;
   std::chrono::milliseconds grace_;
   std::atomic<bool> stop_{false};
   std::atomic<int> signal_{0};
@@ -40,4 +43,4 @@ class SignalWatch {
   std::thread thread_;
 };
 
-}  // namespace rdma_interop::probe
+}  // namespace rdma_interop::tools
