@@ -588,6 +588,8 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
     return unexpected(conn.error());
   }
   peer->conn = std::move(*conn);
+  // An accepted peer's scheme is known only now: a pending request does not name its provider.
+  if (peer->scheme.empty()) peer->scheme = peer->conn->info().scheme;
   auto theirs = credit::decode_credit_params(peer_private_data(*peer->conn));
   if (!theirs) {
     drop(lock, peer, Millis(1000));

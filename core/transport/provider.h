@@ -84,6 +84,7 @@ struct QpCaps {
 };
 
 struct ConnectionInfo {
+  std::string scheme;  // the provider's: "tcp", "verbs"
   cm::NegotiatedParams params;
   std::string local_address;   // "198.18.0.1:40122"
   std::string peer_address;

@@ -534,3 +534,23 @@ def test_published_connections_show_in_backlog_stat(node, link, tmp_path: Path,
     assert row["peer"] == "node5" and row["queued"] == 5 and row["credit"]["credits"] == 1
     a.endpoint.close()
     assert list(run_dir.glob("*.json")) == []  # the file goes with the endpoint
+
+
+def test_accepted_peers_publish_their_provider_scheme(node, link, tmp_path: Path) -> None:
+    # The accepting side learns the scheme from the connection, not from a connect URI.
+    run_dir = tmp_path / "run"
+    acceptor = node(EndpointConfig(publish=True, run_dir=str(run_dir)))
+    initiator = node()
+    link(initiator, acceptor, "initiator", "acceptor")
+
+    def published() -> dict[str, Any] | None:
+        files = list(run_dir.glob("*.json"))
+        if len(files) != 1:
+            return None
+        conns = json.loads(files[0].read_text())["connections"]
+        return conns[0] if conns else None
+
+    assert eventually(lambda: published() is not None)
+    c = published()
+    assert c is not None
+    assert (c["peer"], c["state"], c["scheme"]) == ("initiator", "connected", "tcp")

@@ -140,6 +140,7 @@ void MpaSession::handle(cm::CmEvent event) {
 void MpaSession::establish() {
   cm::Handover handover = hs_.take_handover();
   ConnectionInfo info;
+  info.scheme = "tcp";
   info.params = handover.params;
   info.local_address = local_address_of(fd_.get());
   info.peer_address = peer_address_;

@@ -275,6 +275,7 @@ void VerbsConnectionCore::on_established(const CmEvent& e) {
 
   p.peer_private_data = active ? e.private_data : setup_.received_private_data;
 
+  info_.scheme = "verbs";
   info_.params = p;
   info_.local_address = format_sockaddr(rdma_get_local_addr(id_));
   info_.peer_address = format_sockaddr(rdma_get_peer_addr(id_));
