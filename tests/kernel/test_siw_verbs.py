@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from conftest import add_case, peer_crash_notes
 from guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, REPO_ROOT, SIW_FIRST_FPDU_DELAY_MS, Guest,
-                   GuestJob, build_dir, guest_path)
+                   GuestJob, build_dir, guest_path, json_lines)
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
@@ -63,18 +63,6 @@ def fail_unless_verbs(output: str, who: str) -> None:
             pytest.fail(f"{who}: {line.strip()} (core/transport/verbs is in the tree: build "
                         f"it into {build_dir()})")
         pytest.skip(f"{who}: {line.strip()} (the verbs provider has not landed)")
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return out
 
 
 def side_error(report: dict[str, Any] | None, fallback: str) -> SideError | None:

@@ -30,7 +30,6 @@ What the devices do, and so what the rows must say:
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from typing import Any
 
 import pytest
 from conftest import add_case
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
+from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path, json_lines
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
@@ -122,17 +121,6 @@ def probe_binary() -> str:
     if not probe.is_file():
         pytest.fail(f"{probe} is not built (cmake --build {build_dir()})")
     return guest_path(probe)
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return out
 
 
 def siw_debug(guest: Guest, on: bool) -> bool:
