@@ -9,7 +9,8 @@ against oracle.py on both sides and becomes a cell of the interop matrix, printe
 and written to $RDMA_INTEROP_RESULTS (default ./interop-results): matrix.json
 (rdma-interop/matrix/1), matrix-junit.xml, matrix.txt and each responder's JSON lines.
 
-Options (or environment): --lab FILE ($RDMA_INTEROP_LAB), --rdma-probe PATH ($RDMA_PROBE),
+Options (or environment): --lab FILE ($RDMA_INTEROP_LAB), --lab-hosts INITIATOR,RESPONDER
+($RDMA_INTEROP_LAB_HOSTS: two of the lab file's hosts by name), --rdma-probe PATH ($RDMA_PROBE),
 --personality-dir DIR (default tools/personalities), --results DIR ($RDMA_INTEROP_RESULTS).
 """
 
@@ -63,7 +64,8 @@ from judge import judge  # noqa: E402
 from oracle import Personality, load_personalities  # noqa: E402
 from responders import ResponderError, ResponderPool  # noqa: E402
 
-from rdma_interop.lab import Lab, LabError, NamespaceLab, load_lab_file, namespaces_available  # noqa: E402
+from rdma_interop.lab import (  # noqa: E402
+    Lab, LabError, NamespaceLab, SshLab, load_lab_file, namespaces_available)
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome  # noqa: E402
 
 MATRIX_KEY = pytest.StashKey[InteropMatrix]()
@@ -75,6 +77,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("interop", "rdma-interop interop matrix")
     group.addoption("--lab", default=os.environ.get("RDMA_INTEROP_LAB"),
                     help="YAML lab file of real hosts (default: a 2-host namespace lab)")
+    group.addoption("--lab-hosts", default=os.environ.get("RDMA_INTEROP_LAB_HOSTS"),
+                    metavar="INITIATOR,RESPONDER",
+                    help="the lab file's hosts to use, by name (default: its first two)")
     group.addoption("--rdma-probe", default=os.environ.get("RDMA_PROBE"),
                     help="rdma-probe to run (default: build tree, then PATH)")
     group.addoption("--personality-dir", default=str(REPO_ROOT / "tools" / "personalities"),
@@ -171,8 +176,10 @@ def personalities(pytestconfig: pytest.Config) -> dict[str, Personality]:
 
 @pytest.fixture(scope="session")
 def rdma_probe(pytestconfig: pytest.Config) -> str:
+    """The rdma-probe namespace hosts run. Lab-file hosts run probe_on(host, this): their own
+    (the lab file's rdma_probe, else their PATH) unless --rdma-probe names one for all."""
     if pytestconfig.getoption("lab"):
-        return pytestconfig.getoption("rdma_probe") or "rdma-probe"  # on the hosts' PATH
+        return pytestconfig.getoption("rdma_probe") or ""
     probe = find_rdma_probe(pytestconfig)
     if probe is None:
         pytest.skip("rdma-probe not found: build it (cmake --build build), install it "
@@ -186,11 +193,23 @@ def lab(pytestconfig: pytest.Config, matrix: InteropMatrix) -> Iterator[Lab]:
     lab_file = pytestconfig.getoption("lab")
     if lab_file:
         ssh_lab = load_lab_file(lab_file)
+        chosen = pytestconfig.getoption("lab_hosts")
+        if chosen:
+            by_name = {h.name: h for h in ssh_lab.hosts}
+            names = chosen.split(",")
+            unknown = [n for n in names if n not in by_name]
+            if len(names) != 2 or unknown:
+                pytest.fail(f"--lab-hosts {chosen}: want INITIATOR,RESPONDER of the hosts in "
+                            f"{lab_file} ({', '.join(by_name)})")
+            ssh_lab = SshLab([by_name[n] for n in names], source=ssh_lab.source)
         if len(ssh_lab.hosts) < 2:
             pytest.fail(f"{lab_file}: the interop suite needs at least 2 hosts")
         ssh_lab.check_reachable()
         matrix.environment["lab"] = f"{lab_file}: " + ", ".join(
             f"{h.name}={h.address}" for h in ssh_lab.hosts[:2])
+        matrix.environment["rdma-probe"] = ", ".join(
+            f"{h.name}: {probe_on(h, pytestconfig.getoption('rdma_probe') or '')}"
+            for h in ssh_lab.hosts[:2])
         with ssh_lab:
             yield ssh_lab
         return
@@ -209,6 +228,11 @@ def lab(pytestconfig: pytest.Config, matrix: InteropMatrix) -> Iterator[Lab]:
         ns_lab.close()
 
 
+def probe_on(host: Any, rdma_probe: str) -> str:
+    """The rdma-probe to run on `host`: the fixture's, else the lab file's for that host."""
+    return rdma_probe or getattr(host, "rdma_probe", "rdma-probe")
+
+
 def personality_args(config: pytest.Config) -> list[str]:
     """Where rdma-probe finds personalities: our directories on namespace hosts (same
     filesystem, so the oracle and the CLI read the same files); on lab-file hosts, what is
@@ -222,7 +246,8 @@ def personality_args(config: pytest.Config) -> list[str]:
 def responders(pytestconfig: pytest.Config, lab: Lab, rdma_probe: str,
                matrix: InteropMatrix) -> Iterator[ResponderPool]:
     """`rdma-probe serve` on host 1, one per responder personality, started on first use."""
-    pool = ResponderPool(lab.hosts[1], [rdma_probe], personality_args(pytestconfig),
+    pool = ResponderPool(lab.hosts[1], [probe_on(lab.hosts[1], rdma_probe)],
+                         personality_args(pytestconfig),
                          personality_names(pytestconfig))
     pytestconfig.stash[POOL_KEY] = pool
     yield pool
@@ -279,8 +304,8 @@ def run_case(pytestconfig: pytest.Config, lab: Lab, rdma_probe: str, responders:
             record_property("cell", case.cell())
             return case
         late = serve.drain()
-        report, code, stderr = run_connect(lab.hosts[0], rdma_probe, serve.uri, initiator,
-                                           extra, timeout)
+        report, code, stderr = run_connect(lab.hosts[0], probe_on(lab.hosts[0], rdma_probe),
+                                           serve.uri, initiator, extra, timeout)
         events = serve.take_connections(len(expected.responder_connections),
                                         timeout=expected.settle_seconds + 5.0)
         case = judge(expected, report, code, events, stderr=stderr)
@@ -347,7 +372,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     out = results_dir(session.config)
     m.environment.setdefault("host", f"{platform.node()} {platform.system()} {platform.release()}")
-    m.environment["rdma-probe"] = find_rdma_probe(session.config) or "not found"
+    m.environment.setdefault("rdma-probe", find_rdma_probe(session.config) or "not found")
     m.environment["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     m.write_json(out / "matrix.json")
     m.write_junit(out / "matrix-junit.xml")

@@ -276,11 +276,13 @@ def write(tmp_path: Path, text: str) -> Path:
 
 def test_lab_file_lists_ssh_hosts(tmp_path: Path) -> None:
     (tmp_path / "id_lab").write_text("not really a key")
+    (tmp_path / "lab_known").write_text("")
     lab = load_lab_file(write(tmp_path, """
         hosts:
           - name: node1
             address: 198.18.10.1
-            ssh: {host: node1.lab, user: root, port: 2222, key: id_lab}
+            rdma_probe: /opt/ri/bin/rdma-probe
+            ssh: {host: node1.lab, user: root, port: 2222, key: id_lab, known_hosts: lab_known}
           - name: node2
             address: 198.18.10.2
     """))
@@ -288,7 +290,10 @@ def test_lab_file_lists_ssh_hosts(tmp_path: Path) -> None:
     assert (node1.name, node1.address, node1.ssh_host, node1.user, node1.port) == (
         "node1", "198.18.10.1", "node1.lab", "root", 2222)
     assert node1.key == str(tmp_path / "id_lab")
+    assert node1.known_hosts == str(tmp_path / "lab_known")
+    assert node1.rdma_probe == "/opt/ri/bin/rdma-probe"
     assert (node2.ssh_host, node2.user, node2.port, node2.key) == ("198.18.10.2", None, 22, None)
+    assert (node2.known_hosts, node2.rdma_probe) == (None, "rdma-probe")
 
 
 def test_ssh_host_runs_commands_in_batch_mode_with_quoting() -> None:
@@ -299,6 +304,9 @@ def test_ssh_host_runs_commands_in_batch_mode_with_quoting() -> None:
     assert argv[argv.index("-p") + 1] == "2222"
     assert argv[argv.index("-i") + 1] == "/k"
     assert argv[argv.index("-l") + 1] == "lab"
+    assert "UserKnownHostsFile" not in " ".join(argv)
+    pinned = SshHost(name="n", address="198.18.10.1", ssh_host="n.lab", known_hosts="/lab/kh")
+    assert "UserKnownHostsFile=/lab/kh" in pinned.command(["true"])
     assert argv[-3:] == ["--", "n.lab", "rdma-probe serve --personality 'my peer'"]
 
 
@@ -312,8 +320,11 @@ def test_ssh_host_runs_commands_in_batch_mode_with_quoting() -> None:
         ("hosts: [{name: a, address: 10.0.0.1, ssh: {port: 0}}]", r"ssh.port: expected an integer"),
         ("hosts: [{name: a, address: 10.0.0.1, ssh: {port: '22'}}]", r"ssh.port"),
         ("hosts: [{name: a, address: 10.0.0.1, ssh: {hostname: x}}]", r"ssh: unknown key\(s\) hostname"),
-        ("hosts: [{name: a, address: 10.0.0.1, ssh: {key: /nonexistent/k}}]", "no such key file"),
+        ("hosts: [{name: a, address: 10.0.0.1, ssh: {key: /nonexistent/k}}]", "ssh.key: no such file"),
         ("hosts: [{name: a, address: 10.0.0.1, ssh: {host: -oProxyCommand=x}}]", "ssh.host"),
+        ("hosts: [{name: a, address: 10.0.0.1, ssh: {known_hosts: /nonexistent/kh}}]",
+         "ssh.known_hosts: no such file"),
+        ("hosts: [{name: a, address: 10.0.0.1, rdma_probe: 7}]", "rdma_probe: expected a path"),
         ("hosts: [{name: a, address: 10.0.0.1}, {name: a, address: 10.0.0.2}]", "duplicate host name"),
         ("hosts: [{name: a, address: 10.0.0.1, port: 22}]", r"unknown key\(s\) port"),
         ("hosts: [{name: a, address: 10.0.0.1", "not valid YAML"),

@@ -43,7 +43,7 @@ import textwrap
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -242,7 +242,12 @@ class SshHost:
     user: str | None = None
     port: int = 22
     key: str | None = None
+    # Checked against this file (not ~/.ssh/known_hosts) when given: labs rebuild nodes, and a
+    # stale entry in the operator's own file would stop every run.
+    known_hosts: str | None = None
     connect_timeout: int = 10
+    # The rdma-probe to run there: a path, or a name on the remote PATH.
+    rdma_probe: str = "rdma-probe"
     _registry: _ProcessRegistry = field(default_factory=_ProcessRegistry, repr=False, compare=False)
 
     def ssh_command(self, remote_command: str) -> list[str]:
@@ -254,6 +259,8 @@ class SshHost:
         ]
         if self.key:
             argv += ["-i", self.key, "-o", "IdentitiesOnly=yes"]
+        if self.known_hosts:
+            argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.user:
             argv += ["-l", self.user]
         return [*argv, "--", self.ssh_host, remote_command]
@@ -716,21 +723,23 @@ class SshLab:
             host._registry.stop_all(grace=5.0)
 
 
-_HOST_KEYS = {"name", "address", "ssh"}
-_SSH_KEYS = {"host", "user", "port", "key"}
+_HOST_KEYS = {"name", "address", "ssh", "rdma_probe"}
+_SSH_KEYS = {"host", "user", "port", "key", "known_hosts"}
 
 
 def load_lab_file(path: str | os.PathLike[str]) -> SshLab:
-    """Reads a YAML lab file of real hosts. Schema (ssh keys other than nothing optional):
+    """Reads a YAML lab file of real hosts. Schema (name and address required):
 
         hosts:
           - name: node1              # unique, [A-Za-z0-9_.-]+
             address: 198.18.0.1      # IP the *tests* use to reach it (the RDMA/iWARP link)
+            rdma_probe: /opt/rdma-interop/bin/rdma-probe  # on that host; default: its PATH
             ssh:
               host: node1.lab        # where ssh connects (default: address)
               user: root             # default: ssh's own default
               port: 22               # default 22
               key: ~/.ssh/lab_ed25519  # default: ssh's own; relative to the lab file
+              known_hosts: lab_known_hosts  # default: ssh's own; relative to the lab file
 
     Raises LabFileError naming the file and the offending field."""
     import yaml  # type: ignore[import]  # Debian python3-yaml; only lab files need it
@@ -795,17 +804,30 @@ def load_lab_file(path: str | os.PathLike[str]) -> SshLab:
         port = ssh.get("port", 22)
         if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
             raise fail(f"{where}.ssh.port", f"expected an integer 1-65535, got {port!r}")
-        key = ssh.get("key")
-        key_path: str | None = None
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                raise fail(f"{where}.ssh.key", f"expected a path to a private key, got {key!r}")
-            resolved = Path(key).expanduser()
-            if not resolved.is_absolute():
-                resolved = source.parent / resolved
-            if not resolved.is_file():
-                raise fail(f"{where}.ssh.key", f"no such key file: {resolved}")
-            key_path = str(resolved)
+        key_path = _lab_file_path(ssh.get("key"), source, "a private key",
+                                  lambda why: fail(f"{where}.ssh.key", why))
+        known_hosts = _lab_file_path(ssh.get("known_hosts"), source, "a known_hosts file",
+                                     lambda why: fail(f"{where}.ssh.known_hosts", why))
+        rdma_probe = entry.get("rdma_probe", "rdma-probe")
+        if not isinstance(rdma_probe, str) or not rdma_probe or rdma_probe.startswith("-"):
+            raise fail(f"{where}.rdma_probe",
+                       f"expected a path or a command name, got {rdma_probe!r}")
         hosts.append(SshHost(name=name, address=str(ip), ssh_host=ssh_host, user=user,
-                             port=port, key=key_path))
+                             port=port, key=key_path, known_hosts=known_hosts,
+                             rdma_probe=rdma_probe))
     return SshLab(hosts, source=source)
+
+
+def _lab_file_path(value: Any, source: Path, what: str,
+                   fail: Callable[[str], LabFileError]) -> str | None:
+    """An existing file named in a lab file: ~ expanded, relative to the lab file's folder."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise fail(f"expected a path to {what}, got {value!r}")
+    resolved = Path(value).expanduser()
+    if not resolved.is_absolute():
+        resolved = source.parent / resolved
+    if not resolved.is_file():
+        raise fail(f"no such file: {resolved}")
+    return str(resolved)
