@@ -153,7 +153,8 @@ def test_package_type_checks_with_mypy_when_available() -> None:
         pytest.skip("mypy is not installed for this interpreter (Debian: python3-mypy)")
     package = Path(rdma_interop.__file__).parent
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--ignore-missing-imports", str(package / "wire.py"), str(package / "errors.py")],
+        [sys.executable, "-m", "mypy", "--ignore-missing-imports", str(package / "wire.py"), str(package / "errors.py"),
+         str(package / "matrix.py"), str(package / "lab.py"), str(package / "lab_report.py")],
         capture_output=True,
         text=True,
         check=False,

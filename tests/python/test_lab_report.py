@@ -1,0 +1,137 @@
+"""rdma_interop.lab_report: node pairs' matrices and responder probes merged into one report.
+
+The tier's playbook test (tests/ansible) merges real results; these cover what a real lab
+brings that a healthy namespace lab does not: a missing pair, FAIL cells, a broken file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from rdma_interop import lab_report
+from rdma_interop.lab_report import (
+    LAB_MATRIX_SCHEMA,
+    RUN_SCHEMA,
+    LabReportError,
+    load_lab_report,
+    main,
+)
+from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+
+PAIRS = [["n1", "n2"], ["n1", "n3"], ["n2", "n3"]]
+SERVICES = [{"node": "n2", "personality": "siw", "uri": "tcp://198.18.0.3:7300"},
+            {"node": "n3", "personality": "siw", "uri": "tcp://198.18.0.4:7300"}]
+PROBE = {"schema": "rdma-interop/probe/1", "outcome": "probed",
+         "detail": "probed an iWARP peer speaking MPA revision 2",
+         "responder_policy": {"revision": 2, "peer_to_peer": "accepted",
+                              "rtr_accepted": ["write", "read"], "crc": "optional",
+                              "ird": 16, "ord": 16}}
+
+
+def matrix(fail: bool = False) -> InteropMatrix:
+    m = InteropMatrix("interop", initiators=["siw", "rev1-only"], responders=["siw", "rev1-only"],
+                      environment={"lab": "lab.yml: a=198.18.0.2, b=198.18.0.3"})
+    m.add(CaseResult("siw", "siw", Outcome.PASS, negotiated={"rtr": "write"}, elapsed_ms=10.0))
+    m.add(CaseResult("rev1-only", "siw", Outcome.PASS, elapsed_ms=5.0))
+    if fail:
+        m.add(CaseResult("siw", "rev1-only", Outcome.FAIL,
+                         initiator_error=SideError(failure="reply_timeout", kind="setup")))
+    else:
+        m.add(CaseResult("siw", "rev1-only", Outcome.XFAIL, expected_failure="no_matching_rtr"))
+    return m
+
+
+def lab_dir(tmp_path: Path, *, skip_pair: int | None = None, fail_pair: int | None = None,
+            skip_probe: bool = False) -> Path:
+    (tmp_path / "run.json").write_text(json.dumps(
+        {"schema": RUN_SCHEMA, "controller": "n1", "pairs": PAIRS, "services": SERVICES}))
+    for i, (ini, res) in enumerate(PAIRS):
+        pair = tmp_path / "pairs" / f"{ini}--{res}"
+        pair.mkdir(parents=True)
+        (pair / "pytest.log").write_text("3 passed in 9.1s\n")
+        if i != skip_pair:
+            matrix(fail=i == fail_pair).write_json(pair / "matrix.json")
+    (tmp_path / "probe").mkdir()
+    for svc in SERVICES[: 1 if skip_probe else None]:
+        (tmp_path / "probe" / f"{svc['node']}--{svc['personality']}.json").write_text(
+            json.dumps(PROBE))
+    return tmp_path
+
+
+def test_every_pair_present_and_passing_exits_0_with_the_overview(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(lab_dir(tmp_path))]) == 0
+    text = capsys.readouterr().out
+    # The overview: initiator nodes down, responder nodes across, a node never with itself.
+    overview = [[cell.strip() for cell in line.split("|")]
+                for line in text.split("\n\n")[1].splitlines()]
+    assert overview[0] == ["initiator \\ responder", "n2", "n3"]
+    assert overview[2] == ["n1", "OK 3/3", "OK 3/3"]
+    assert overview[3] == ["n2", "-", "OK 3/3"]
+    assert "9 cases over 3 pairs: 6 pass, 3 expected-fail, 0 fail, 0 skip" in text
+    assert "== n1 -> n3 ==" in text and "PASS write" in text
+    assert "n3   | siw         | tcp://198.18.0.4:7300 | probed  | 2        | accepted" in text
+    doc = json.loads((tmp_path / "lab-matrix.json").read_text())
+    assert doc["schema"] == LAB_MATRIX_SCHEMA and doc["controller"] == "n1"
+    assert doc["summary"] == {"pairs": 3, "missing": 0, "services": 2, "services_missing": 0,
+                              "total": 9, "pass": 6, "fail": 0, "skip": 0, "expected-fail": 3}
+    assert [p["status"] for p in doc["pairs"]] == ["ok"] * 3
+    assert InteropMatrix.from_json(doc["pairs"][0]["matrix"]).get("siw", "siw") is not None
+    assert doc["services"][0]["responder_policy"]["rtr_accepted"] == ["write", "read"]
+    junit = ET.parse(tmp_path / "lab-junit.xml").getroot()
+    assert junit.get("tests") == "9" and junit.get("failures") == "0"
+    assert [s.get("name") for s in junit.findall("testsuite")] == [
+        "n1--n2.interop.tcp", "n1--n3.interop.tcp", "n2--n3.interop.tcp"]
+
+
+def test_a_failed_cell_exits_1_and_names_the_pair(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(lab_dir(tmp_path, fail_pair=2))]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL 1/3" in text and "FAIL reply_timeout" in text
+    junit = ET.parse(tmp_path / "lab-junit.xml").getroot()
+    assert junit.get("failures") == "1"
+
+
+def test_a_missing_pair_or_probe_exits_3_and_says_why(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(lab_dir(tmp_path, skip_pair=1, fail_pair=0, skip_probe=True))]) == 3
+    text = capsys.readouterr().out
+    assert "MISSING" in text
+    assert "n1 -> n3: no matrix.json came back (pytest: 3 passed in 9.1s)" in text
+    report = load_lab_report(tmp_path)
+    assert [p.status for p in report.pairs] == ["fail", "missing", "ok"]
+    assert [s.outcome for s in report.services] == ["probed", "missing"]
+    junit = ET.parse(tmp_path / "lab-junit.xml").getroot()
+    assert junit.get("errors") == "1"
+
+
+def test_a_broken_matrix_is_a_missing_pair_not_a_crash(tmp_path: Path) -> None:
+    lab_dir(tmp_path)
+    (tmp_path / "pairs" / "n2--n3" / "matrix.json").write_text('{"schema": "something/else"}')
+    (tmp_path / "pairs" / "n1--n2" / "matrix.json").write_text("{truncated")
+    report = load_lab_report(tmp_path)
+    assert report.pairs[0].problem is not None and "unreadable" in report.pairs[0].problem
+    assert report.pairs[2].problem is not None and "not an interop matrix" in report.pairs[2].problem
+    assert report.exit_code() == 3
+
+
+@pytest.mark.parametrize("run_json", [None, "not json", '{"schema": "x"}',
+                                      json.dumps({"schema": RUN_SCHEMA, "pairs": [["only-one"]]})])
+def test_an_unusable_directory_is_a_clear_error(tmp_path: Path, run_json: str | None) -> None:
+    if run_json is not None:
+        (tmp_path / "run.json").write_text(run_json)
+    with pytest.raises(LabReportError, match=str(tmp_path)):
+        load_lab_report(tmp_path)
+    package_parent = Path(lab_report.__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "rdma_interop.lab_report", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(package_parent)})
+    assert done.returncode == 2 and done.stderr.startswith("lab_report: ")
