@@ -22,6 +22,10 @@ packages=(
   # the kernel tier: a qemu guest running Debian's kernel with siw and rxe
   # (build-guest.sh fetches the kernel, its headers and source itself)
   qemu-system-x86 busybox-static cpio xz-utils kmod
+  # playbooks/ and the ansible tier: what the prerequisites role installs on a lab node, the
+  # control machine's Ansible, and the sshd each namespace node of the tier runs
+  rdma-core ibverbs-utils rdmacm-utils perftest
+  ansible-core ansible-lint openssh-server openssh-client
 )
 
 missing=()

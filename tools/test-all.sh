@@ -12,6 +12,7 @@
 #   storm     connect storms from 4 namespace hosts against a backlog-64 listener (root)
 #   mesh      N:N message meshes of 4-5 namespace hosts over credit flow control: a stalled
 #             peer, request/reply with a slow party, a misbehaving peer, a soak (root)
+#   ansible   playbooks/site.yml over real SSH to 3 namespace nodes running sshd (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
@@ -24,7 +25,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm mesh kernel asan fuzz)
+all_tiers=(unit python cli faults capture interop storm mesh ansible kernel asan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -39,7 +40,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants kernel; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants ansible || wants kernel; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -102,6 +103,7 @@ wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
 wants storm && run_tier storm pytest_tier -s tests/storm
 wants mesh && run_tier mesh pytest_tier -s tests/mesh
+wants ansible && run_tier ansible pytest_tier tests/ansible
 wants kernel && run_tier kernel kernel_tier
 wants asan && run_tier asan asan_tier
 wants fuzz && run_tier fuzz fuzz_tier
