@@ -1,0 +1,181 @@
+#include "core/transport/verbs/xrc_verbs.h"
+
+#include <fcntl.h>
+#include <infiniband/verbs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/transport/verbs/cm_address.h"
+
+namespace rdma_interop::transport::verbs {
+namespace {
+
+std::string errno_text(int e) {
+  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
+}
+
+XrcVerbsError error_of(int e, const std::string& what) {
+  return XrcVerbsError{e, what + ": " + errno_text(e)};
+}
+
+// Opens `device` by name; null (errno set) when it is not there.
+ibv_context* open_device(const std::string& device) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr) return nullptr;
+  ibv_context* context = nullptr;
+  errno = ENODEV;
+  for (int i = 0; i < n; ++i) {
+    if (device == ibv_get_device_name(list[i])) {
+      context = ibv_open_device(list[i]);
+      break;
+    }
+  }
+  ibv_free_device_list(list);
+  return context;
+}
+
+ibv_xrcd* open_xrcd(ibv_context* context, int fd, bool create) {
+  ibv_xrcd_init_attr attr{};
+  attr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  attr.fd = fd;
+  attr.oflags = create ? O_CREAT : 0;
+  return ibv_open_xrcd(context, &attr);
+}
+
+}  // namespace
+
+bool XrcVerbsError::not_supported() const {
+  return error == EOPNOTSUPP || error == ENOSYS || error == ENOTSUP;
+}
+
+std::optional<XrcSupport> query_xrc_support(const std::string& device) {
+  ibv_context* context = open_device(device);
+  if (context == nullptr) return std::nullopt;
+  XrcSupport s;
+  s.device = device;
+  s.transport = rdma_device_transport(device);
+  ibv_device_attr attr{};
+  if (ibv_query_device(context, &attr) == 0) {
+    s.capability_flag = (attr.device_cap_flags & IBV_DEVICE_XRC) != 0;
+  }
+  // A scratch file, as a real user would name a shared one: the kernel keys domains by inode.
+  char path[] = "/tmp/rdma-interop-xrcd-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) {
+    s.error = errno;
+    s.detail = "cannot make a scratch file for ibv_open_xrcd: " + errno_text(errno);
+  } else {
+    ::unlink(path);
+    if (ibv_xrcd* xrcd = open_xrcd(context, fd, true)) {
+      s.supported = true;
+      s.detail = "ibv_open_xrcd succeeded";
+      ibv_close_xrcd(xrcd);
+    } else {
+      s.error = errno;
+      s.detail = std::string(s.error == EOPNOTSUPP || s.error == ENOSYS || s.error == ENOTSUP
+                                 ? "not supported: "
+                                 : "failed: ") +
+                 "ibv_open_xrcd: " + errno_text(s.error);
+    }
+    ::close(fd);
+  }
+  ibv_close_device(context);
+  return s;
+}
+
+std::vector<XrcSupport> query_xrc_support() {
+  std::vector<XrcSupport> out;
+  for (const auto& name : rdma_device_names()) {
+    if (auto s = query_xrc_support(name)) out.push_back(*s);
+  }
+  return out;
+}
+
+struct XrcDomain::Objects {
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_xrcd* xrcd = nullptr;
+  int fd = -1;
+  std::vector<ibv_qp*> qps;  // created or opened by this process
+  std::vector<ibv_srq*> srqs;
+
+  ~Objects() {
+    for (ibv_srq* s : srqs) ibv_destroy_srq(s);
+    for (ibv_qp* q : qps) ibv_destroy_qp(q);
+    if (xrcd) ibv_close_xrcd(xrcd);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (context) ibv_close_device(context);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+Expected<std::unique_ptr<XrcDomain>, XrcVerbsError> XrcDomain::open(const std::string& device,
+                                                                    const std::string& path,
+                                                                    bool create) {
+  auto objects = std::make_unique<Objects>();
+  objects->context = open_device(device);
+  if (!objects->context) return unexpected(error_of(errno, "open device " + device));
+  objects->fd = ::open(path.c_str(), O_RDONLY | (create ? O_CREAT : 0), 0600);
+  if (objects->fd < 0) return unexpected(error_of(errno, "open " + path));
+  objects->xrcd = open_xrcd(objects->context, objects->fd, create);
+  if (!objects->xrcd) return unexpected(error_of(errno, "ibv_open_xrcd on " + device));
+  objects->pd = ibv_alloc_pd(objects->context);
+  if (!objects->pd) return unexpected(error_of(errno, "ibv_alloc_pd"));
+  objects->cq = ibv_create_cq(objects->context, 256, nullptr, nullptr, 0);
+  if (!objects->cq) return unexpected(error_of(errno, "ibv_create_cq"));
+  std::unique_ptr<XrcDomain> d(new XrcDomain());
+  d->device_ = device;
+  d->objects_ = std::move(objects);
+  return d;
+}
+
+XrcDomain::~XrcDomain() = default;
+
+Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_target_qp() {
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_XRC_RECV;
+  attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+  attr.xrcd = objects_->xrcd;
+  ibv_qp* qp = ibv_create_qp_ex(objects_->context, &attr);
+  if (!qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_RECV)"));
+  objects_->qps.push_back(qp);
+  return qp->qp_num;
+}
+
+Expected<std::uint32_t, XrcVerbsError> XrcDomain::open_target_qp(std::uint32_t qp_num) {
+  ibv_qp_open_attr attr{};
+  attr.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  attr.qp_num = qp_num;
+  attr.xrcd = objects_->xrcd;
+  attr.qp_type = IBV_QPT_XRC_RECV;
+  ibv_qp* qp = ibv_open_qp(objects_->context, &attr);
+  if (!qp) return unexpected(error_of(errno, "ibv_open_qp " + std::to_string(qp_num)));
+  objects_->qps.push_back(qp);
+  return qp->qp_num;
+}
+
+Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_srq(std::uint32_t max_wr) {
+  ibv_srq_init_attr_ex attr{};
+  attr.attr.max_wr = max_wr;
+  attr.attr.max_sge = 1;
+  attr.comp_mask =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  attr.srq_type = IBV_SRQT_XRC;
+  attr.pd = objects_->pd;
+  attr.xrcd = objects_->xrcd;
+  attr.cq = objects_->cq;
+  ibv_srq* srq = ibv_create_srq_ex(objects_->context, &attr);
+  if (!srq) return unexpected(error_of(errno, "ibv_create_srq_ex(IBV_SRQT_XRC)"));
+  objects_->srqs.push_back(srq);
+  std::uint32_t num = 0;
+  if (ibv_get_srq_num(srq, &num) != 0) return unexpected(error_of(errno, "ibv_get_srq_num"));
+  return num;
+}
+
+}  // namespace rdma_interop::transport::verbs
