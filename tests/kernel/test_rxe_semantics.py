@@ -10,7 +10,15 @@ client and a forked server through rxe0 (10.9.0.1) inside the guest:
 - zero-length-read: a zero-length Read is not rkey-checked (IB spec C9-88), so one with a
   bad rkey succeeds, and a good Read works after it;
 - dead-peer-read: a Read to a peer whose process is gone ends in retry exceeded
-  (IBV_WC_RETRY_EXC_ERR) after the transport's retries, within seconds.
+  (IBV_WC_RETRY_EXC_ERR) after the transport's retries, within seconds;
+- dead-peer-bad-rkey-read: the invalid-rkey liveness probe against a killed peer ends in
+  retry exceeded ("no answer"), where bad-rkey-read shows a live one answering;
+- liveness-probe: core/xrc's LivenessProbe on zero-length Reads keeps the live server alive
+  (every probe answered, the QP unhurt) and finds it dead within its bound once killed.
+
+``rdma-probe xrc`` reports siw0 and rxe0 without XRC (ibv_open_xrcd: EOPNOTSUPP), so the
+XRC lifetime over verbs skips with that reason; the lifetime engine itself runs on the
+simulated fabric (tests/unit/xrc_sim_random_test.cc).
 
 Each check is one matrix cell ours-verbs@rxe -> kernel-rxe. XRC (``ibv_xsrq_pingpong``)
 skips with the device's reason when it cannot open an XRC domain (EOPNOTSUPP), and fails on
@@ -38,6 +46,8 @@ EXPECTED = {
     "bad-rkey-read": "remote_access_error",
     "zero-length-read": "success",
     "dead-peer-read": "retry_exceeded",
+    "dead-peer-bad-rkey-read": "retry_exceeded",
+    "liveness-probe": "dead",
 }
 #: dead-peer-read: 2 retries of a 268 ms ACK timeout (verbs-check's defaults) end well within.
 DEAD_PEER_BOUND_MS = 10_000
@@ -126,7 +136,49 @@ def test_rxe_read_to_dead_peer_ends_in_retry_exceeded(rxe_checks: dict[str, Any]
     assert 0 < report.get("completion_ms", -1) <= DEAD_PEER_BOUND_MS, report
 
 
+def test_rxe_invalid_rkey_probe_of_dead_peer_gets_no_answer(
+        rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix) -> None:
+    report = check(rxe_checks, kernel_matrix, "dead-peer-bad-rkey-read")
+    assert report.get("probe_outcome") == "no_answer", report
+    assert 0 < report.get("completion_ms", -1) <= DEAD_PEER_BOUND_MS, report
+
+
+def test_rxe_liveness_probe_keeps_live_peer_and_finds_killed_one(
+        rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix) -> None:
+    report = check(rxe_checks, kernel_matrix, "liveness-probe")
+    assert report.get("live_answered", 0) >= 3 and report.get("live_failed") == 0, report
+    bound = report["probe"]["detection_bound_ms"]
+    assert 0 < report.get("found_dead_ms", -1) <= bound + 1000, report
+    assert "no_answer" in report.get("outcomes", []), report
+
+
 # ---- XRC ---------------------------------------------------------------------------------
+
+
+def test_rdma_probe_xrc_reports_soft_devices_without_xrc(
+        live_guest: Guest, kernel_matrix: InteropMatrix) -> None:
+    """rdma-probe xrc asks every device for real (ibv_open_xrcd): siw and rxe have no XRC,
+    so the XRC lifetime over verbs is a skip with the device's own reason."""
+    tool = guest_path(build_dir() / "tools" / "rdma-probe")
+    result = live_guest.run(f"{tool} xrc --json", timeout=60)
+    assert result.rc == 0, result.output
+    line = next(ln for ln in result.output.splitlines() if ln.startswith("{"))
+    report = json.loads(line)
+    assert report["schema"] == "rdma-interop/xrc-devices/1"
+    devices = {d["device"]: d for d in report["devices"]}
+    assert {"siw0", "rxe0"} <= set(devices), report
+    for name, initiator, responder in (("siw0", "ours-verbs@siw", "kernel-siw"),
+                                       ("rxe0", "ours-verbs@rxe", "kernel-rxe")):
+        d = devices[name]
+        cell = CaseResult(initiator=initiator, responder=responder, provider="xrc lifetime",
+                          outcome=Outcome.SKIP if not d["supported"] else Outcome.PASS,
+                          expected="ibv_open_xrcd", notes=[f"{name}: {d['detail']}"])
+        add_case(kernel_matrix, cell)
+        assert not d["supported"], d
+        assert d["errno"] in (EOPNOTSUPP, 38), d  # EOPNOTSUPP, or ENOSYS from older providers
+        assert "not supported" in d["detail"], d
+
+
 
 
 @pytest.mark.parametrize("device,address,initiator,responder", [

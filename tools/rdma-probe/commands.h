@@ -2,6 +2,7 @@
 // returns the process exit status (exit_codes.h). main.cc only parses.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,7 +60,19 @@ struct ListOptions {
   bool json = false;
 };
 
+struct XrcOptions {
+  std::vector<std::string> devices;  // --device; empty: every device present
+  bool json = false;
+  std::optional<std::uint64_t> simulate_seed;  // --simulate SEED
+  bool events = false;  // --events: the engine's decisions, in order
+  bool trace = false;   // --trace: every fabric step
+  std::string probe_kind;                 // --probe, overrides the seed's choice
+  std::optional<int> interval_ms;         // --probe-interval
+  std::optional<int> retries;             // --probe-retries
+};
+
 int run_serve(const ServeOptions& options);
+int run_xrc(const XrcOptions& options);
 int run_connect(const ConnectOptions& options);
 int run_list_personalities(const ListOptions& options);
 int run_probe(const ProbeOptions& options);

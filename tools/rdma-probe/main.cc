@@ -25,6 +25,8 @@ constexpr const char* kDescription =
 
   rdma-probe [--json] [--timeout S] tcp://HOST:PORT     what does this peer speak?
   rdma-probe serve | connect | personalities ...        the interop responder and initiator
+  rdma-probe xrc [--simulate SEED]                      XRC on this node's devices; the lifetime
+                                                        engine on a simulated node
 
 Given only a URI, rdma-probe probes the peer ('rdma-probe probe --help' says how and what).
 
@@ -225,6 +227,45 @@ EXIT CODES
   0  listed (files that fail to load are named on stderr)
   2  bad arguments)";
 
+constexpr const char* kXrcDescription =
+    R"(XRC receive-side lifetime: which devices have XRC, and what the lifetime engine does.
+
+Without --simulate: for each RDMA device (or each --device), whether it has XRC, asked two
+ways: the IBV_DEVICE_XRC capability flag, and a real ibv_open_xrcd on a scratch file with
+O_CREAT. siw and rxe answer "not supported" (EOPNOTSUPP); XRC needs an HCA (mlx5, ...).
+
+With --simulate SEED: runs the XRC lifetime engine (core/xrc) on a receive node of the
+deterministic simulated IB fabric, through a seeded random life: processes opening and
+closing shared domains and target QPs and dying, remote senders sending, dying and
+disconnecting, paths failing and migrating (APM), partitions, a node crash. A checker holds
+the engine to its guarantees (a target QP is never reaped while a process holds it, while
+its sender answers, or during a migration and its grace; a dead sender's is reaped within
+the detection bound; nothing leaks). It prints the node's domains, target QPs, references
+and probe state at its busiest, the counters and the verdict. The same seed gives the same
+run (the trace hash says so): a failing seed from the test suite replays here.
+
+Table columns: REFS lists process:references; STATE is the sender's probe verdict (alive,
+suspect, dead, or gone when it disconnected); FAILS the probes failed in a row; PROBES
+issued/answered/failed/excused (excused: failed during a migration or its grace).
+With --json, one object: {"schema":"rdma-interop/xrc-devices/1","devices":[{"device",
+"transport","capability_flag","supported","errno","detail"}]} or
+{"schema":"rdma-interop/xrc-sim/1","seed","ok","violation","trace_hash","probe":{...},
+"busiest":{"domains":[...],"tqps":[...]},"counters":{...}[,"events"][,"trace"]}.
+)";
+
+constexpr const char* kXrcFooter = R"(
+EXAMPLES
+  rdma-probe xrc                          every device: XRC supported or not, and why
+  rdma-probe xrc --device rxe0 --json
+  rdma-probe xrc --simulate 7             a seeded life of a node, checked
+  rdma-probe xrc --simulate 7 --events    ... with every decision and its reason
+  rdma-probe xrc --simulate 7 --probe invalid_rkey_read --probe-retries 0
+
+EXIT CODES
+  0  devices listed; or the simulated run kept every guarantee
+  1  the simulated run broke a guarantee (the verdict says which, and when)
+  2  bad arguments: unknown device, bad probe settings)";
+
 // Option help, wrapped to fit beside the option column (CLI11 does not wrap).
 std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 64); }
 
@@ -418,6 +459,33 @@ int main(int argc, char** argv) {
                      wrap("Print a JSON array of the personalities (the file format, plus "
                           "source_path)"));
 
+  XrcOptions xrc;
+  auto* xrc_cmd = app.add_subcommand("xrc", kXrcDescription);
+  xrc_cmd->footer(kXrcFooter);
+  xrc_cmd->add_option("--device", xrc.devices, wrap("Only this RDMA device; repeatable"))
+      ->type_name("NAME");
+  xrc_cmd->add_flag("--json", xrc.json, wrap("One JSON object on stdout"));
+  xrc_cmd->add_option("--simulate", xrc.simulate_seed,
+                      wrap("Run the lifetime engine on a simulated node, seeded with SEED"))
+      ->type_name("SEED");
+  xrc_cmd->add_flag("--events", xrc.events,
+                    wrap("(--simulate) Also print every engine decision with its reason"));
+  xrc_cmd->add_flag("--trace", xrc.trace, wrap("(--simulate) Also print every fabric step"));
+  xrc_cmd->add_option("--probe", xrc.probe_kind,
+                      wrap("(--simulate) Probe kind instead of the seed's: zero_length_read "
+                           "(not rkey-checked, IB C9-88) or invalid_rkey_read (on its own probe "
+                           "QP, recycled after each answer)"))
+      ->type_name("KIND");
+  xrc_cmd->add_option("--probe-interval", xrc.interval_ms,
+                      wrap("(--simulate) Milliseconds between probes (the timeout is capped "
+                           "to it)"))
+      ->type_name("MS")
+      ->check(CLI::Range(1, 600000));
+  xrc_cmd->add_option("--probe-retries", xrc.retries,
+                      wrap("(--simulate) Failed probes forgiven before the sender is dead"))
+      ->type_name("N")
+      ->check(CLI::Range(0, 1000));
+
   // `rdma-probe [OPTIONS] URI` is `rdma-probe probe [OPTIONS] URI`: a first argument that is
   // a URI or an option other than the top level's own makes the probe command explicit.
   std::vector<char*> args(argv, argv + argc);
@@ -426,7 +494,7 @@ int main(int argc, char** argv) {
     std::string_view first = argv[1];
     const bool top_level_flag = first == "-h" || first == "--help" || first == "--version";
     const bool command = first == "serve" || first == "connect" || first == "personalities" ||
-                         first == "probe";
+                         first == "probe" || first == "xrc";
     if (!command && !top_level_flag &&
         (first.starts_with("-") || first.find("://") != std::string_view::npos)) {
       args.insert(args.begin() + 1, probe_word);
@@ -434,7 +502,7 @@ int main(int argc, char** argv) {
       // CLI11 would call it "A subcommand is required"; name it instead.
       std::fprintf(stderr,
                    "rdma-probe: error: '%s' is neither a command (serve, connect, personalities, "
-                   "probe) nor a URI (tcp://HOST:PORT)\nRun with --help for more information.\n",
+                   "probe, xrc) nor a URI (tcp://HOST:PORT)\nRun with --help for more information.\n",
                    argv[1]);
       return kExitUsage;
     }
@@ -457,6 +525,7 @@ int main(int argc, char** argv) {
     if (*connect_cmd) return run_connect(connect);
     if (*list_cmd) return run_list_personalities(list);
     if (*probe_cmd) return run_probe(probe);
+    if (*xrc_cmd) return run_xrc(xrc);
   } catch (const std::exception& e) {
     // Nothing here is expected to throw; if it does, say so instead of aborting.
     std::fprintf(stderr, "rdma-probe: internal error: %s\n", e.what());

@@ -12,6 +12,7 @@
 
 #include "core/transport/provider.h"
 #include "core/transport/verbs/cm_address.h"
+#include "core/xrc/liveness_probe.h"
 #include "tools/rdma-probe/test_pattern.h"
 #include "tools/verbs-check/message_link.h"
 
@@ -317,6 +318,117 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     o.extra["connection"] = c.error_detail();
     return o;
   }
+  if (name == "dead-peer-bad-rkey-read") {
+    ::kill(server_pid, SIGKILL);
+    int status = 0;
+    ::waitpid(server_pid, &status, 0);
+    const auto dead_at = Clock::now();
+    const double retry_ms =
+        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
+    link.set_deadline(dead_at +
+                      std::max(5000ms, std::chrono::milliseconds(static_cast<long>(4 * retry_ms))));
+    const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
+    const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
+    auto wc = link.post_and_wait(read_wr(local.data(), 1, lkey, bad_rkey, region.addr), why);
+    if (!wc) return error_outcome("1-octet Read with a bad rkey to the dead peer: " + why);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - dead_at).count();
+    auto o = status_outcome(*wc, expected,
+                            "1-octet Read with bad rkey " + std::to_string(bad_rkey) +
+                                " to the killed server; completed " +
+                                std::to_string(static_cast<long>(ms)) + " ms after it died");
+    o.extra["completion_ms"] = static_cast<long>(ms);
+    o.extra["probe_outcome"] = std::string(xrc::probe_outcome_name(
+        xrc::probe_outcome_of(wc->status, xrc::ProbeKind::kInvalidRkeyRead)));
+    o.extra["connection"] = c.error_detail();
+    return o;
+  }
+
+  if (name == "liveness-probe") {
+    // A probe ends in retry exceeded after (retry_count + 1) ACK timeouts; the probe's own
+    // timeout and interval leave room for that, so a dead peer shows as "no answer".
+    const double retry_ms =
+        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
+    xrc::ProbeConfig pc;
+    pc.kind = xrc::ProbeKind::kZeroLengthRead;
+    pc.interval = std::max(500ms, std::chrono::milliseconds(static_cast<long>(2 * retry_ms)));
+    pc.timeout = pc.interval;
+    pc.retries = 1;
+    const auto bound = xrc::detection_bound(pc);
+    const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
+    xrc::LivenessProbe probe(pc, Clock::now());
+    json outcomes = json::array();
+    // Runs the probe until `until` or `stop`; each Read is waited for up to the probe timeout.
+    auto drive = [&](Clock::time_point until, auto stop) {
+      while (Clock::now() < until && !stop()) {
+        const auto due = probe.next_deadline().value_or(until);
+        if (due > Clock::now()) std::this_thread::sleep_until(std::min(due, until));
+        const auto now = Clock::now();
+        const auto request = probe.on_timer(now);
+        if (request != xrc::ProbeRequest::kIssue) continue;
+        link.set_deadline(now + pc.timeout);
+        std::string w;
+        auto wc = link.post_and_wait(read_wr(local.data(), 0, lkey, bad_rkey, region.addr), w);
+        if (!wc) {
+          outcomes.push_back("timed_out");
+          probe.on_timer(now + pc.timeout);  // no completion: the probe's timeout decides
+          continue;
+        }
+        const auto outcome = xrc::probe_outcome_of(wc->status, pc.kind);
+        outcomes.push_back(std::string(xrc::probe_outcome_name(outcome)));
+        // A QP in error cannot be recycled here (one connection per check): the next probes
+        // find it not ready, as they would a dead peer's.
+        probe.on_result(outcome, Clock::now());
+      }
+    };
+    auto kill_server = [&] {
+      ::kill(server_pid, SIGKILL);
+      int status = 0;
+      ::waitpid(server_pid, &status, 0);
+    };
+    drive(Clock::now() + pc.interval * 3 + pc.interval / 2, [] { return false; });
+    const auto live = probe.counters();
+    Outcome o;
+    o.extra["probe"] = {{"interval_ms", pc.interval.count()},
+                        {"timeout_ms", pc.timeout.count()},
+                        {"retries", pc.retries},
+                        {"detection_bound_ms", bound.count()}};
+    o.extra["live_answered"] = live.answered;
+    o.extra["live_failed"] = live.failed;
+    if (live.answered < 3 || live.failed != 0 || probe.state() != xrc::SenderState::kAlive) {
+      o.got = std::string(xrc::sender_state_name(probe.state()));
+      o.detail = "against the live server " + std::to_string(live.answered) + " answered, " +
+                 std::to_string(live.failed) + " failed: expected 3 answered and none failed";
+      o.extra["outcomes"] = outcomes;
+      kill_server();
+      return o;
+    }
+    link.set_deadline(Clock::now() + 5s);
+    auto good = link.post_and_wait(read_wr(local.data(), 64, lkey, region.stag, region.addr), why);
+    if (!good || good->status != WcStatus::kSuccess) {
+      o.got = "connection_hurt";
+      o.detail = "after the probes a good 64-octet Read " +
+                 (good ? "completed " + std::string(rdmap::wc_status_name(good->status))
+                       : "failed: " + why);
+      kill_server();
+      return o;
+    }
+    kill_server();
+    const auto dead_at = Clock::now();
+    drive(dead_at + bound + 3s, [&] { return probe.state() == xrc::SenderState::kDead; });
+    const auto found_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - dead_at).count();
+    o.got = std::string(xrc::sender_state_name(probe.state()));
+    o.extra["found_dead_ms"] = found_ms;
+    o.extra["outcomes"] = outcomes;
+    o.extra["connection"] = c.error_detail();
+    const bool in_bound = found_ms <= bound.count() + 1000;
+    o.ok = probe.state() == xrc::SenderState::kDead && in_bound;
+    o.result = o.ok ? "pass" : "fail";
+    o.detail = std::to_string(live.answered) + " probes answered by the live server, a good Read " +
+               "after them; killed, it was found " + o.got + " after " +
+               std::to_string(found_ms) + " ms (bound " + std::to_string(bound.count()) + " ms)";
+    return o;
+  }
   return error_outcome("unknown check");
 }
 
@@ -382,7 +494,8 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
   };
   auto provider = transport::open_provider("verbs");
   if (!provider) return finish(error_outcome(provider.error()));
-  const bool knobs = name == "dead-peer-read";
+  const bool knobs = name == "dead-peer-read" || name == "dead-peer-bad-rkey-read" ||
+                     name == "liveness-probe";
   const std::string uri_text = uri_for(config, port, knobs);
   out["uri"] = uri_text;
   auto where = transport::parse_provider_uri(uri_text);
@@ -400,7 +513,9 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
   auto& connection = **connected;
   const auto device = device_of(config.address);
   const bool iwarp = transport::verbs::rdma_device_transport(device) == "iwarp";
-  if (iwarp && name == "dead-peer-read") out["expected"] = "flushed";
+  if (iwarp && (name == "dead-peer-read" || name == "dead-peer-bad-rkey-read")) {
+    out["expected"] = "flushed";
+  }
   out["negotiated"] =
       json{{"ird", connection.info().params.ird}, {"ord", connection.info().params.ord}};
   Outcome outcome;
@@ -415,7 +530,9 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
     auto data = link.receive(why);
     if (!data) return finish(error_outcome("no data message from the server: " + why));
     outcome = run_check(config, name, link, *region, *data, server_pid, iwarp, local);
-    if (connection.state() == ConnectionState::kConnected && name != "dead-peer-read") {
+    const bool killed = name == "dead-peer-read" || name == "dead-peer-bad-rkey-read" ||
+                        name == "liveness-probe";
+    if (connection.state() == ConnectionState::kConnected && !killed) {
       link.set_deadline(Clock::now() + 500ms);
       link.send_text("bye", why);
     }

@@ -22,6 +22,15 @@
 //                     no such counter (TCP is the LLP): the dead process's kernel closes the
 //                     TCP connection, the QP goes to ERROR, and the Read must complete flushed
 //                     ("expected" says which applies).
+//   dead-peer-bad-rkey-read  the server is SIGKILLed; a 1-octet Read with a bad rkey (the
+//                     invalid-rkey liveness probe, core/xrc/liveness_probe.h) then ends in
+//                     retry_exceeded: nobody is left to NAK it, so "no answer", where a live
+//                     peer answers remote_access_error (bad-rkey-read)
+//   liveness-probe    core/xrc's LivenessProbe drives zero-length Reads on the connection:
+//                     against the live server every probe is answered and a good Read works
+//                     after them (the probes did not hurt the QP); then the server is
+//                     SIGKILLed and the probe must call the sender dead within
+//                     detection_bound (+1 s for the guest's scheduling); "got" is the verdict
 //
 // Everything goes through the provider API. Nothing here uses raw verbs.
 #pragma once
@@ -49,6 +58,14 @@ inline constexpr CheckInfo kChecks[] = {
     {"zero-length-read", "zero-length RDMA Read with a bad rkey is not rkey-checked (IB C9-88)",
      "success"},
     {"dead-peer-read", "RDMA Read to a SIGKILLed peer ends in retry_exceeded", "retry_exceeded"},
+    {"dead-peer-bad-rkey-read",
+     "RDMA Read (1 octet, bad rkey) to a SIGKILLed peer ends in retry_exceeded, not an access "
+     "error",
+     "retry_exceeded"},
+    {"liveness-probe",
+     "the XRC liveness probe (zero-length Reads) keeps a live peer alive, finds a killed one "
+     "dead within its bound",
+     "dead"},
 };
 
 struct Config {

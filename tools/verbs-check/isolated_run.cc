@@ -98,7 +98,9 @@ json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
   } else {
     out = run_client(config, check.name, port, server);
     out["server"] =
-        check.name == "dead-peer-read" ? "killed by the check" : reap(server, kServerExitWait);
+        (check.name == "dead-peer-read" || check.name == "dead-peer-bad-rkey-read" ||
+         check.name == "liveness-probe")
+            ? "killed by the check" : reap(server, kServerExitWait);
   }
   // Which device and transport the address belongs to, for the report.
   if (auto address = transport::verbs::resolve_verbs_host(config.address, 0)) {

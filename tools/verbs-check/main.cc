@@ -43,6 +43,14 @@ CHECKS (all by default, in this order; --check picks some)
                     (4.096 us * 2^N each), i.e. within seconds. iWARP has no retry counter
                     (TCP carries it, and the dead process's kernel closes the connection):
                     there the Read must complete flushed
+  dead-peer-bad-rkey-read
+                    the server is SIGKILLed; a 1-octet Read with the bad rkey (the invalid-
+                    rkey liveness probe) must end in retry_exceeded: a live peer NAKs it
+                    (bad-rkey-read), a dead one cannot, so the probe tells them apart
+  liveness-probe    the XRC liveness probe (core/xrc, zero-length Reads every 2 x the retry
+                    time, 1 retry) against the live server: every probe answered, a good
+                    Read after them; then the server is SIGKILLed and the probe must find it
+                    dead within its detection bound (+1 s); "got" is the verdict (dead)
 
 Each check runs in fresh processes (a runner that plays the client, and its forked server),
 so one that hangs or crashes cannot take the others down; check i listens on PORT+i.
