@@ -248,7 +248,8 @@ Table columns: REFS lists process:references; STATE is the sender's probe verdic
 suspect, dead, or gone when it disconnected); FAILS the probes failed in a row; PROBES
 issued/answered/failed/excused (excused: failed during a migration or its grace).
 With --json, one object: {"schema":"rdma-interop/xrc-devices/1","devices":[{"device",
-"transport","capability_flag","supported","errno","detail"}]} or
+"transport","capability_flag","supported","errno","detail","initiator_supported",
+"initiator_detail"}]} (initiator: an XRC_SEND QP, the sender's side) or
 {"schema":"rdma-interop/xrc-sim/1","seed","ok","violation","trace_hash","probe":{...},
 "busiest":{"domains":[...],"tqps":[...]},"counters":{...}[,"events"][,"trace"]}.
 )";

@@ -139,7 +139,9 @@ int run_devices(const XrcOptions& options) {
                          {"capability_flag", s.capability_flag},
                          {"supported", s.supported},
                          {"errno", s.error == 0 ? json(nullptr) : json(s.error)},
-                         {"detail", s.detail}});
+                         {"detail", s.detail},
+                         {"initiator_supported", s.initiator_supported},
+                         {"initiator_detail", s.initiator_detail}});
     }
     std::cout << json{{"schema", "rdma-interop/xrc-devices/1"}, {"devices", devices}}.dump()
               << "\n";

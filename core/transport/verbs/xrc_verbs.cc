@@ -84,6 +84,12 @@ std::optional<XrcSupport> query_xrc_support(const std::string& device) {
     ::close(fd);
   }
   ibv_close_device(context);
+  if (auto initiator = XrcInitiator::create(device)) {
+    s.initiator_supported = true;
+    s.initiator_detail = "ibv_create_qp_ex(IBV_QPT_XRC_SEND) succeeded";
+  } else {
+    s.initiator_detail = initiator.error().detail;
+  }
   return s;
 }
 
@@ -177,5 +183,45 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_srq(std::uint32_t max_w
   if (ibv_get_srq_num(srq, &num) != 0) return unexpected(error_of(errno, "ibv_get_srq_num"));
   return num;
 }
+
+struct XrcInitiator::Objects {
+  ibv_context* context = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+
+  ~Objects() {
+    if (qp) ibv_destroy_qp(qp);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (context) ibv_close_device(context);
+  }
+};
+
+Expected<std::unique_ptr<XrcInitiator>, XrcVerbsError> XrcInitiator::create(
+    const std::string& device) {
+  auto objects = std::make_unique<Objects>();
+  objects->context = open_device(device);
+  if (!objects->context) return unexpected(error_of(errno, "open device " + device));
+  objects->pd = ibv_alloc_pd(objects->context);
+  if (!objects->pd) return unexpected(error_of(errno, "ibv_alloc_pd"));
+  objects->cq = ibv_create_cq(objects->context, 256, nullptr, nullptr, 0);
+  if (!objects->cq) return unexpected(error_of(errno, "ibv_create_cq"));
+  ibv_qp_init_attr_ex attr{};
+  attr.qp_type = IBV_QPT_XRC_SEND;
+  attr.comp_mask = IBV_QP_INIT_ATTR_PD;
+  attr.pd = objects->pd;
+  attr.send_cq = objects->cq;
+  attr.cap.max_send_wr = 64;
+  attr.cap.max_send_sge = 1;
+  objects->qp = ibv_create_qp_ex(objects->context, &attr);
+  if (!objects->qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_SEND)"));
+  std::unique_ptr<XrcInitiator> i(new XrcInitiator());
+  i->qp_num_ = objects->qp->qp_num;
+  i->objects_ = std::move(objects);
+  return i;
+}
+
+XrcInitiator::~XrcInitiator() = default;
 
 }  // namespace rdma_interop::transport::verbs

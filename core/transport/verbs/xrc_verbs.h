@@ -6,6 +6,8 @@
 //   create_target_qp        ibv_create_qp_ex(IBV_QPT_XRC_RECV) in the domain
 //   open_target_qp          ibv_open_qp: another process's handle on a target QP by number
 //   create_srq              ibv_create_srq_ex(IBV_SRQT_XRC) in the domain
+//   XrcInitiator::create    the sender's side: ibv_create_qp_ex(IBV_QPT_XRC_SEND), which
+//                           needs no domain (a Send names the target's SRQ number instead)
 // A device without XRC (siw and rxe, and most RoCE soft devices) fails ibv_open_xrcd with
 // EOPNOTSUPP (or ENOSYS from an older provider): open() says "not supported" with the errno,
 // and callers skip with that reason. Connecting a target QP to its sender (modify to
@@ -38,6 +40,9 @@ struct XrcSupport {
   bool supported = false;        // ibv_open_xrcd succeeded
   int error = 0;                 // its errno when it did not
   std::string detail;            // one sentence: why not, or what worked
+  // The sender's side, asked separately: an XRC_SEND QP (needs no domain).
+  bool initiator_supported = false;
+  std::string initiator_detail;
 };
 // For every device present (empty when none).
 std::vector<XrcSupport> query_xrc_support();
@@ -74,6 +79,22 @@ class XrcDomain {
   struct Objects;
   std::string device_;
   std::unique_ptr<Objects> objects_;
+};
+
+// A sender's XRC initiator QP (in RESET; the CM exchange connects it to a target QP).
+class XrcInitiator {
+ public:
+  static Expected<std::unique_ptr<XrcInitiator>, XrcVerbsError> create(const std::string& device);
+  ~XrcInitiator();
+  XrcInitiator(const XrcInitiator&) = delete;
+  XrcInitiator& operator=(const XrcInitiator&) = delete;
+  std::uint32_t qp_num() const { return qp_num_; }
+
+ private:
+  XrcInitiator() = default;
+  struct Objects;
+  std::unique_ptr<Objects> objects_;
+  std::uint32_t qp_num_ = 0;
 };
 
 }  // namespace rdma_interop::transport::verbs
