@@ -101,10 +101,33 @@ std::vector<XrcSupport> query_xrc_support() {
   return out;
 }
 
-struct XrcDomain::Objects {
+// The device, a protection domain and a completion queue: what both ends of XRC need.
+struct XrcDeviceHandles {
+  XrcDeviceHandles() = default;
+  XrcDeviceHandles(const XrcDeviceHandles&) = delete;
+  XrcDeviceHandles& operator=(const XrcDeviceHandles&) = delete;
   ibv_context* context = nullptr;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
+
+  std::optional<XrcVerbsError> open(const std::string& device) {
+    context = open_device(device);
+    if (!context) return error_of(errno, "open device " + device);
+    pd = ibv_alloc_pd(context);
+    if (!pd) return error_of(errno, "ibv_alloc_pd");
+    cq = ibv_create_cq(context, 256, nullptr, nullptr, 0);
+    if (!cq) return error_of(errno, "ibv_create_cq");
+    return std::nullopt;
+  }
+  ~XrcDeviceHandles() {
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (context) ibv_close_device(context);
+  }
+};
+
+struct XrcDomain::Objects {
+  XrcDeviceHandles dev;  // first: destroyed after everything made on it
   ibv_xrcd* xrcd = nullptr;
   int fd = -1;
   std::vector<ibv_qp*> qps;  // created or opened by this process
@@ -114,9 +137,6 @@ struct XrcDomain::Objects {
     for (ibv_srq* s : srqs) ibv_destroy_srq(s);
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
     if (xrcd) ibv_close_xrcd(xrcd);
-    if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
-    if (context) ibv_close_device(context);
     if (fd >= 0) ::close(fd);
   }
 };
@@ -125,16 +145,11 @@ Expected<std::unique_ptr<XrcDomain>, XrcVerbsError> XrcDomain::open(const std::s
                                                                     const std::string& path,
                                                                     bool create) {
   auto objects = std::make_unique<Objects>();
-  objects->context = open_device(device);
-  if (!objects->context) return unexpected(error_of(errno, "open device " + device));
+  if (auto e = objects->dev.open(device)) return unexpected(*e);
   objects->fd = ::open(path.c_str(), O_RDONLY | (create ? O_CREAT : 0), 0600);
   if (objects->fd < 0) return unexpected(error_of(errno, "open " + path));
-  objects->xrcd = open_xrcd(objects->context, objects->fd, create);
+  objects->xrcd = open_xrcd(objects->dev.context, objects->fd, create);
   if (!objects->xrcd) return unexpected(error_of(errno, "ibv_open_xrcd on " + device));
-  objects->pd = ibv_alloc_pd(objects->context);
-  if (!objects->pd) return unexpected(error_of(errno, "ibv_alloc_pd"));
-  objects->cq = ibv_create_cq(objects->context, 256, nullptr, nullptr, 0);
-  if (!objects->cq) return unexpected(error_of(errno, "ibv_create_cq"));
   std::unique_ptr<XrcDomain> d(new XrcDomain());
   d->device_ = device;
   d->objects_ = std::move(objects);
@@ -148,7 +163,7 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_target_qp() {
   attr.qp_type = IBV_QPT_XRC_RECV;
   attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
   attr.xrcd = objects_->xrcd;
-  ibv_qp* qp = ibv_create_qp_ex(objects_->context, &attr);
+  ibv_qp* qp = ibv_create_qp_ex(objects_->dev.context, &attr);
   if (!qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_RECV)"));
   objects_->qps.push_back(qp);
   return qp->qp_num;
@@ -160,7 +175,7 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::open_target_qp(std::uint32_t q
   attr.qp_num = qp_num;
   attr.xrcd = objects_->xrcd;
   attr.qp_type = IBV_QPT_XRC_RECV;
-  ibv_qp* qp = ibv_open_qp(objects_->context, &attr);
+  ibv_qp* qp = ibv_open_qp(objects_->dev.context, &attr);
   if (!qp) return unexpected(error_of(errno, "ibv_open_qp " + std::to_string(qp_num)));
   objects_->qps.push_back(qp);
   return qp->qp_num;
@@ -173,10 +188,10 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_srq(std::uint32_t max_w
   attr.comp_mask =
       IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   attr.srq_type = IBV_SRQT_XRC;
-  attr.pd = objects_->pd;
+  attr.pd = objects_->dev.pd;
   attr.xrcd = objects_->xrcd;
-  attr.cq = objects_->cq;
-  ibv_srq* srq = ibv_create_srq_ex(objects_->context, &attr);
+  attr.cq = objects_->dev.cq;
+  ibv_srq* srq = ibv_create_srq_ex(objects_->dev.context, &attr);
   if (!srq) return unexpected(error_of(errno, "ibv_create_srq_ex(IBV_SRQT_XRC)"));
   objects_->srqs.push_back(srq);
   std::uint32_t num = 0;
@@ -185,36 +200,26 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_srq(std::uint32_t max_w
 }
 
 struct XrcInitiator::Objects {
-  ibv_context* context = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
+  XrcDeviceHandles dev;
   ibv_qp* qp = nullptr;
 
   ~Objects() {
     if (qp) ibv_destroy_qp(qp);
-    if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
-    if (context) ibv_close_device(context);
   }
 };
 
 Expected<std::unique_ptr<XrcInitiator>, XrcVerbsError> XrcInitiator::create(
     const std::string& device) {
   auto objects = std::make_unique<Objects>();
-  objects->context = open_device(device);
-  if (!objects->context) return unexpected(error_of(errno, "open device " + device));
-  objects->pd = ibv_alloc_pd(objects->context);
-  if (!objects->pd) return unexpected(error_of(errno, "ibv_alloc_pd"));
-  objects->cq = ibv_create_cq(objects->context, 256, nullptr, nullptr, 0);
-  if (!objects->cq) return unexpected(error_of(errno, "ibv_create_cq"));
+  if (auto e = objects->dev.open(device)) return unexpected(*e);
   ibv_qp_init_attr_ex attr{};
   attr.qp_type = IBV_QPT_XRC_SEND;
   attr.comp_mask = IBV_QP_INIT_ATTR_PD;
-  attr.pd = objects->pd;
-  attr.send_cq = objects->cq;
+  attr.pd = objects->dev.pd;
+  attr.send_cq = objects->dev.cq;
   attr.cap.max_send_wr = 64;
   attr.cap.max_send_sge = 1;
-  objects->qp = ibv_create_qp_ex(objects->context, &attr);
+  objects->qp = ibv_create_qp_ex(objects->dev.context, &attr);
   if (!objects->qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_SEND)"));
   std::unique_ptr<XrcInitiator> i(new XrcInitiator());
   i->qp_num_ = objects->qp->qp_num;
