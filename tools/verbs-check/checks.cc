@@ -329,8 +329,21 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
                       std::max(5000ms, std::chrono::milliseconds(static_cast<long>(4 * retry_ms))));
     const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
     const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
+    const auto state_before = c.state();
     auto wc = link.post_and_wait(read_wr(local.data(), 1, lkey, bad_rkey, region.addr), why);
-    if (!wc) return error_outcome("1-octet Read with a bad rkey to the dead peer: " + why);
+    if (!wc) {
+      // As in dead-peer-read: a device answer, not a harness error (siw neither runs nor
+      // flushes a request posted to a queue pair the dead peer's disconnect left behind).
+      Outcome o;
+      o.got = "no_completion";
+      o.detail = "1-octet Read with a bad rkey to the dead peer, posted " +
+                 std::string(state_before == ConnectionState::kConnected
+                                 ? "before the CM reported the disconnect"
+                                 : "after it") +
+                 ": " + why;
+      o.extra["probe_outcome"] = "timed_out";
+      return o;
+    }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - dead_at).count();
     auto o = status_outcome(*wc, expected,
                             "1-octet Read with bad rkey " + std::to_string(bad_rkey) +
