@@ -301,7 +301,7 @@ std::optional<TimePoint> XrcLifetime::next_deadline() const {
     if (!t.disconnected) consider(t.probe.next_deadline());
     // A reap held back by the grace is due when the grace ends.
     if (t.refs.empty() && t.probe.grace_end() && !t.probe.migrating()) {
-      if (t.disconnected || t.probe.state() == SenderState::kDead) consider(t.probe.grace_end());
+      if (sender_gone(t)) consider(t.probe.grace_end());
     }
   }
   return d;
@@ -374,13 +374,16 @@ void XrcLifetime::report_verdict(TqpNum tqp, Tqp& t, XrcReason why, TimePoint no
   if (s == SenderState::kAlive) t.deferred_reported = false;
 }
 
+bool XrcLifetime::sender_gone(const Tqp& t) {
+  return t.disconnected || t.probe.state() == SenderState::kDead;
+}
+
 void XrcLifetime::evaluate(TqpNum tqp, TimePoint now) {
   auto it = tqps_.find(tqp);
   if (it == tqps_.end()) return;
   Tqp& t = it->second;
   if (total(t.refs) > 0) return;
-  const bool gone = t.disconnected || t.probe.state() == SenderState::kDead;
-  if (!gone) {
+  if (!sender_gone(t)) {
     if (!t.kept_reported) {
       t.kept_reported = true;
       ++counters_.kept_for_sender;

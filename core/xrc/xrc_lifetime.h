@@ -231,6 +231,8 @@ class XrcLifetime {
   void report_verdict(TqpNum tqp, Tqp& t, XrcReason why, TimePoint now);
   // Applies the policy to one TQP (after anything that may change its fate).
   void evaluate(TqpNum tqp, TimePoint now);
+  // Its sender disconnected or was found dead: reaped once unheld and no migration blocks.
+  static bool sender_gone(const Tqp& t);
   void reap(TqpNum tqp, XrcReason why, TimePoint now);
   void maybe_destroy_domain(DomainId d, TimePoint now);
 

@@ -168,7 +168,7 @@ int run_simulation(const XrcOptions& options) {
   so.trace = options.trace || options.events;
   if (!options.probe_kind.empty() || options.interval_ms || options.retries) {
     // Start from the seed's own choice, then apply what was given.
-    xrc::ProbeConfig p = sim::run_xrc_scenario({.seed = so.seed}).probe;
+    xrc::ProbeConfig p = sim::xrc_scenario_probe(so.seed);
     if (!options.probe_kind.empty()) {
       auto k = xrc::parse_probe_kind(options.probe_kind);
       if (!k) {

@@ -163,6 +163,28 @@ rdmap::SendWr read_wr(std::uint8_t* local, std::uint32_t length, std::uint32_t l
   return wr;
 }
 
+// How long the RC transport tries before retry exceeded: (retry_count + 1) ACK timeouts of
+// 4.096 us * 2^ack_timeout each.
+double retry_exceeded_ms(const Config& config) {
+  return 4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
+}
+
+// SIGKILLs the server and reaps it (its kernel objects are gone once it is reaped); returns
+// the moment it was dead.
+Clock::time_point kill_server(int server_pid) {
+  ::kill(server_pid, SIGKILL);
+  int status = 0;
+  ::waitpid(server_pid, &status, 0);
+  return Clock::now();
+}
+
+// How long to wait for a request to the dead server: the retry time four times over, but at
+// least 5 s.
+Clock::time_point dead_peer_deadline(const Config& config, Clock::time_point dead_at) {
+  return dead_at + std::max(5000ms, std::chrono::milliseconds(
+                                        static_cast<long>(4 * retry_exceeded_ms(config))));
+}
+
 // The check itself, on an established connection with the server's region known.
 // `local` (kRegionSize) must outlive the connection: the device may write it until then.
 Outcome run_check(const Config& config, std::string_view name, MessageLink& link,
@@ -279,17 +301,10 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
   }
 
   if (name == "dead-peer-read") {
-    ::kill(server_pid, SIGKILL);
-    int status = 0;
-    ::waitpid(server_pid, &status, 0);  // its kernel objects are gone once it is reaped
-    const auto dead_at = Clock::now();
+    const auto dead_at = kill_server(server_pid);
     const auto state_before = c.state();
     const std::string detail_before = c.error_detail();
-    // (retry_count + 1) ACK timeouts, four times over, but at least 5 s.
-    const double retry_ms =
-        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
-    link.set_deadline(dead_at +
-                      std::max(5000ms, std::chrono::milliseconds(static_cast<long>(4 * retry_ms))));
+    link.set_deadline(dead_peer_deadline(config, dead_at));
     // iWARP has no transport retry counter: the dead process's kernel closes its TCP
     // connection, our QP goes to ERROR with it, and the Read must complete flushed.
     const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
@@ -319,14 +334,8 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     return o;
   }
   if (name == "dead-peer-bad-rkey-read") {
-    ::kill(server_pid, SIGKILL);
-    int status = 0;
-    ::waitpid(server_pid, &status, 0);
-    const auto dead_at = Clock::now();
-    const double retry_ms =
-        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
-    link.set_deadline(dead_at +
-                      std::max(5000ms, std::chrono::milliseconds(static_cast<long>(4 * retry_ms))));
+    const auto dead_at = kill_server(server_pid);
+    link.set_deadline(dead_peer_deadline(config, dead_at));
     const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
     const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
     const auto state_before = c.state();
@@ -359,8 +368,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
   if (name == "liveness-probe") {
     // A probe ends in retry exceeded after (retry_count + 1) ACK timeouts; the probe's own
     // timeout and interval leave room for that, so a dead peer shows as "no answer".
-    const double retry_ms =
-        4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
+    const double retry_ms = retry_exceeded_ms(config);
     xrc::ProbeConfig pc;
     pc.kind = xrc::ProbeKind::kZeroLengthRead;
     pc.interval = std::max(500ms, std::chrono::milliseconds(static_cast<long>(2 * retry_ms)));
@@ -393,11 +401,6 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
         probe.on_result(outcome, Clock::now());
       }
     };
-    auto kill_server = [&] {
-      ::kill(server_pid, SIGKILL);
-      int status = 0;
-      ::waitpid(server_pid, &status, 0);
-    };
     drive(Clock::now() + pc.interval * 3 + pc.interval / 2, [] { return false; });
     const auto live = probe.counters();
     Outcome o;
@@ -412,7 +415,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.detail = "against the live server " + std::to_string(live.answered) + " answered, " +
                  std::to_string(live.failed) + " failed: expected 3 answered and none failed";
       o.extra["outcomes"] = outcomes;
-      kill_server();
+      kill_server(server_pid);
       return o;
     }
     link.set_deadline(Clock::now() + 5s);
@@ -422,11 +425,10 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.detail = "after the probes a good 64-octet Read " +
                  (good ? "completed " + std::string(rdmap::wc_status_name(good->status))
                        : "failed: " + why);
-      kill_server();
+      kill_server(server_pid);
       return o;
     }
-    kill_server();
-    const auto dead_at = Clock::now();
+    const auto dead_at = kill_server(server_pid);
     drive(dead_at + bound + 3s, [&] { return probe.state() == xrc::SenderState::kDead; });
     const auto found_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - dead_at).count();

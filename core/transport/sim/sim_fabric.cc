@@ -164,18 +164,19 @@ Fabric::Qp* Fabric::qp(Qpn qpn) {
   return it == qps_.end() ? nullptr : &it->second;
 }
 
-Qpn Fabric::create_rc_qp(Pid owner, const RcAttrs& attrs) {
+Qpn Fabric::create_owned_qp(QpType type, Pid owner, const RcAttrs& attrs) {
   const Qpn n = next_qpn_++;
   if (alive(owner))
-    qps_[n] = Qp{.type = QpType::kRc, .owner = owner, .node = node_of(owner), .attrs = attrs};
+    qps_[n] = Qp{.type = type, .owner = owner, .node = node_of(owner), .attrs = attrs};
   return n;
 }
 
+Qpn Fabric::create_rc_qp(Pid owner, const RcAttrs& attrs) {
+  return create_owned_qp(QpType::kRc, owner, attrs);
+}
+
 Qpn Fabric::create_xrc_ini(Pid owner, const RcAttrs& attrs) {
-  const Qpn n = next_qpn_++;
-  if (alive(owner))
-    qps_[n] = Qp{.type = QpType::kXrcIni, .owner = owner, .node = node_of(owner), .attrs = attrs};
-  return n;
+  return create_owned_qp(QpType::kXrcIni, owner, attrs);
 }
 
 Qpn Fabric::create_xrc_tgt(XrcdId xrcd, const RcAttrs& attrs) {

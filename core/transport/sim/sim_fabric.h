@@ -236,6 +236,7 @@ class Fabric {
   };
   enum class Answer : std::uint8_t { kAck, kRnr, kAccessError, kInvalidRequest };
 
+  Qpn create_owned_qp(QpType type, Pid owner, const RcAttrs& attrs);  // RC and initiator QPs
   Link* link_of(NodeId a, NodeId b);
   const Link* link_of(NodeId a, NodeId b) const;
   Qp* qp(Qpn qpn);

@@ -24,10 +24,22 @@ std::string at(TimePoint t) {
          "ms";
 }
 
+// The seed's probe settings: the first thing a run draws from its generator.
+xrc::ProbeConfig draw_probe(SimRandom& rng) {
+  xrc::ProbeConfig p;
+  p.kind = rng.chance(50) ? xrc::ProbeKind::kZeroLengthRead : xrc::ProbeKind::kInvalidRkeyRead;
+  p.interval = milliseconds(rng.between(50, 300));
+  p.timeout = milliseconds(rng.between(static_cast<std::uint64_t>(p.interval.count() / 2),
+                                       static_cast<std::uint64_t>(p.interval.count())));
+  p.retries = static_cast<std::uint32_t>(rng.between(0, 3));
+  p.migration_grace = milliseconds(rng.between(0, 500));
+  return p;
+}
+
 class Scenario {
  public:
   explicit Scenario(const XrcScenarioOptions& o)
-      : options_(o), rng_(o.seed), probe_(o.probe ? *o.probe : draw_probe()) {
+      : options_(o), rng_(o.seed), probe_(o.probe ? *o.probe : draw_probe(rng_)) {
     fabric_.set_tracing(o.trace);
     receiver_ = fabric_.add_node();
     const auto senders = rng_.between(2, 4);
@@ -83,17 +95,6 @@ class Scenario {
     std::map<xrc::DomainId, std::uint32_t> domains;
     std::map<Qpn, std::uint32_t> tqps;
   };
-
-  xrc::ProbeConfig draw_probe() {
-    xrc::ProbeConfig p;
-    p.kind = rng_.chance(50) ? xrc::ProbeKind::kZeroLengthRead : xrc::ProbeKind::kInvalidRkeyRead;
-    p.interval = milliseconds(rng_.between(50, 300));
-    p.timeout = milliseconds(rng_.between(static_cast<std::uint64_t>(p.interval.count() / 2),
-                                          static_cast<std::uint64_t>(p.interval.count())));
-    p.retries = static_cast<std::uint32_t>(rng_.between(0, 3));
-    p.migration_grace = milliseconds(rng_.between(0, 500));
-    return p;
-  }
 
   bool ok() const { return violation_.empty(); }
   void fail(const std::string& why) {
@@ -502,6 +503,11 @@ class Scenario {
 
 XrcScenarioResult run_xrc_scenario(const XrcScenarioOptions& options) {
   return Scenario(options).run();
+}
+
+xrc::ProbeConfig xrc_scenario_probe(std::uint64_t seed) {
+  SimRandom rng(seed);
+  return draw_probe(rng);
 }
 
 }  // namespace rdma_interop::sim

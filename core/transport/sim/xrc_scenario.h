@@ -50,5 +50,8 @@ struct XrcScenarioResult {
 };
 
 XrcScenarioResult run_xrc_scenario(const XrcScenarioOptions& options);
+// The probe settings a seed draws when XrcScenarioOptions::probe is none (what a run of the
+// seed reports as XrcScenarioResult::probe), without running it.
+xrc::ProbeConfig xrc_scenario_probe(std::uint64_t seed);
 
 }  // namespace rdma_interop::sim

@@ -76,10 +76,9 @@ std::optional<XrcSupport> query_xrc_support(const std::string& device) {
       ibv_close_xrcd(xrcd);
     } else {
       s.error = errno;
-      s.detail = std::string(s.error == EOPNOTSUPP || s.error == ENOSYS || s.error == ENOTSUP
-                                 ? "not supported: "
-                                 : "failed: ") +
-                 "ibv_open_xrcd: " + errno_text(s.error);
+      s.detail =
+          std::string(XrcVerbsError{s.error, {}}.not_supported() ? "not supported: " : "failed: ") +
+          "ibv_open_xrcd: " + errno_text(s.error);
     }
     ::close(fd);
   }
