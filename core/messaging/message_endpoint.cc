@@ -201,7 +201,9 @@ struct MessageEndpoint::State {
   MessageHandler on_message;
   ReadyHandler on_ready;
   FailureHandler on_failure;
-  bool stopping = false;
+  bool stopping = false;  // close() began: no handler starts, no peer is added
+  // Serialises close() callers that are not the progress thread: only one joins it.
+  std::mutex close_mu;
 
   // Collected under mu, called after it is released.
   std::vector<Delivery> deliveries;
@@ -479,6 +481,7 @@ struct MessageEndpoint::State {
   }
 
   void run();
+  bool open() const;  // not closing; takes mu
   Expected<PeerId, ConnectError> add_peer(
       std::string name, std::string_view scheme,
       const std::function<Expected<std::unique_ptr<transport::Connection>, ConnectError>(
@@ -487,8 +490,15 @@ struct MessageEndpoint::State {
           peer_private_data);
 };
 
+namespace {
+// The endpoint whose progress thread this is (null on every other thread): close() from a
+// handler must not join the thread it runs on. Per thread, so nothing is shared.
+thread_local const void* progress_thread_of = nullptr;
+}  // namespace
+
 // The progress thread: completions in, handlers out.
 void MessageEndpoint::State::run() {
+  progress_thread_of = this;
   std::vector<Delivery> my_deliveries;
   std::vector<PeerId> my_ready;
   std::vector<std::pair<PeerId, std::string>> my_failed;
@@ -516,7 +526,11 @@ void MessageEndpoint::State::run() {
       ready_handler = on_ready;
       failure_handler = on_failure;
     }
+    // Each handler is started only while the endpoint is open: close() from a handler (or
+    // from another thread while this batch runs) stops the rest of the batch, so no handler
+    // starts once close() has returned.
     for (Delivery& d : my_deliveries) {
+      if (!open()) return;
       if (message_handler) message_handler(d.message);
       std::lock_guard lock(mu);
       const std::uint32_t index = wr_index(d.message.id);
@@ -525,14 +539,21 @@ void MessageEndpoint::State::run() {
     }
     my_deliveries.clear();
     for (PeerId id : my_ready) {
+      if (!open()) return;
       if (ready_handler) ready_handler(id);
     }
     my_ready.clear();
     for (const auto& [id, why] : my_failed) {
+      if (!open()) return;
       if (failure_handler) failure_handler(id, why);
     }
     my_failed.clear();
   }
+}
+
+bool MessageEndpoint::State::open() const {
+  std::lock_guard lock(mu);
+  return !stopping;
 }
 
 Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
@@ -550,6 +571,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   transport::QpCaps caps;
   {
     std::lock_guard lock(mu);
+    if (stopping) return unexpected(invalid_argument("the message endpoint is closed"));
     if (peers.size() >= config.max_peers) {
       return unexpected(invalid_argument("endpoint already has max_peers (" +
                                          std::to_string(config.max_peers) + ") peers"));
@@ -586,6 +608,13 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   if (!conn) {
     forget(peer->id);
     return unexpected(conn.error());
+  }
+  if (stopping) {
+    // close() ran while this peer was being set up and forgot it: its connection ends here,
+    // before its buffers (peer) go.
+    lock.unlock();
+    conn->reset();
+    return unexpected(invalid_argument("the message endpoint was closed during setup"));
   }
   peer->conn = std::move(*conn);
   // An accepted peer's scheme is known only now: a pending request does not name its provider.
@@ -633,15 +662,30 @@ MessageEndpoint::MessageEndpoint(EndpointConfig config)
   s.thread = std::thread([&s] { s.run(); });
 }
 
-MessageEndpoint::~MessageEndpoint() {
+MessageEndpoint::~MessageEndpoint() { close(); }
+
+void MessageEndpoint::close() {
   State& s = *state_;
+  if (progress_thread_of == &s) {
+    // From a handler: the progress thread cannot join itself. It starts no further handler
+    // and ends when this one returns; the connections are closed by the next close() (or
+    // the destructor) on another thread.
+    std::lock_guard lock(s.mu);
+    s.stopping = true;
+    return;
+  }
+  std::lock_guard closing(s.close_mu);
+  // The publisher may be inside snapshots() with its own lock held: unregister first, and
+  // without mu (publisher.h's rule).
   s.registration.reset();
   {
     std::lock_guard lock(s.mu);
     s.stopping = true;
   }
   s.cq->wake();
-  s.thread.join();
+  // join() returns once the handler running now (if any) has returned: after this line no
+  // handler runs again.
+  if (s.thread.joinable()) s.thread.join();
   // Connections go first (each Peer's last member), then their buffers.
   std::map<PeerId, std::shared_ptr<Peer>> peers;
   {

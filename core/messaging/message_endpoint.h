@@ -31,6 +31,8 @@
 //
 // Threading: every member is thread-safe. Handlers run on the endpoint's progress thread, one
 // at a time, with no endpoint lock held: they may call send(), reply(), hold() and release().
+// No handler runs once close() (or the destructor) has returned: state a handler uses must
+// outlive the endpoint, or the endpoint must be closed before that state is destroyed.
 // The payload a handler sees is valid until the handler returns, or, when held, until reply()
 // or release().
 //
@@ -137,8 +139,7 @@ class MessageEndpoint {
 
   // The config is checked when a peer is added (kInvalidArgument then).
   explicit MessageEndpoint(EndpointConfig config);
-  // Stops the progress thread, then closes every peer's connection at once (FIN after what
-  // is already on its way; queued messages are dropped). close_peer() first for an orderly end.
+  // close().
   ~MessageEndpoint();
   MessageEndpoint(const MessageEndpoint&) = delete;
   MessageEndpoint& operator=(const MessageEndpoint&) = delete;
@@ -181,6 +182,16 @@ class MessageEndpoint {
 
   // Ends one peer's connection (orderly close); its queued messages are counted lost.
   void close_peer(PeerId peer, transport::Millis timeout);
+
+  // Stops the progress thread, waiting for a handler that is running to return, then closes
+  // every peer's connection at once (FIN after what is already on its way; queued messages
+  // are dropped; close_peer() first for an orderly end). Once it returns no handler runs
+  // again, so whatever the handlers use may be destroyed. Idempotent and thread-safe; later
+  // connect()/accept() fail with kInvalidArgument, send() returns kUnknownPeer.
+  // From a handler it cannot wait for itself: it only stops every later handler and
+  // returns; the connections are closed by the next close() on another thread, or the
+  // destructor. The endpoint must not be destroyed from its own handler.
+  void close();
 
   std::vector<PeerId> peers() const;
   std::optional<PeerStats> stats(PeerId peer) const;

@@ -147,8 +147,8 @@ class MessageEndpointTest : public ::testing::Test {
 };
 
 TEST_F(MessageEndpointTest, DeliversEveryMessageInOrderWithCreditsConserved) {
+  Inbox inbox;  // before the endpoint whose handler fills it: it must outlive the handler
   MessageEndpoint server(small_config());
-  Inbox inbox;
   server.on_message([&](const Message& m) { inbox.add(m.peer, m.payload); });
   MessageEndpoint client(small_config());
   Server listener(server);
@@ -183,10 +183,10 @@ TEST_F(MessageEndpointTest, DeliversEveryMessageInOrderWithCreditsConserved) {
 TEST_F(MessageEndpointTest, TryAgainExactlyWhenCreditsAndQueueAreUsedUp) {
   // The server holds everything: after window - reply_reserve messages on the wire and
   // send_queue_limit queued, the next send is refused and nothing is lost.
-  MessageEndpoint server(small_config());
   std::mutex mu;
   std::vector<MessageId> held;
   Inbox inbox;
+  MessageEndpoint server(small_config());
   server.on_message([&](const Message& m) {
     EXPECT_EQ(server.hold(m.id), SendStatus::kOk);
     std::lock_guard lock(mu);
@@ -219,10 +219,10 @@ TEST_F(MessageEndpointTest, TryAgainExactlyWhenCreditsAndQueueAreUsedUp) {
 }
 
 TEST_F(MessageEndpointTest, AStalledPeerDoesNotBlockAnother) {
+  Inbox inbox;
   MessageEndpoint stalled(small_config());
   stalled.on_message([&](const Message& m) { (void)stalled.hold(m.id); });
   MessageEndpoint healthy(small_config());
-  Inbox inbox;
   healthy.on_message([&](const Message& m) { inbox.add(m.peer, m.payload); });
   MessageEndpoint client(small_config());
   Server stalled_listener(stalled);
@@ -251,10 +251,13 @@ TEST_F(MessageEndpointTest, RepliesAlwaysFindABufferEvenWhenBothSidesHoldRequest
   // answers all of them. Without the reply reserve both windows would be full of held
   // requests and no reply could go: a deadlock.
   struct Side {
-    std::unique_ptr<MessageEndpoint> ep;
     std::mutex mu;
     std::vector<MessageId> requests;
     Inbox replies;
+    // Last member, so destroyed first: its destructor returns only once no handler can run
+    // into the members above (with `ep` first, a handler could still push_back into a
+    // destroyed `requests`: a use-after-free TSan reported).
+    std::unique_ptr<MessageEndpoint> ep;
   };
   Side a, b;
   for (Side* s : {&a, &b}) {
@@ -295,14 +298,14 @@ TEST_F(MessageEndpointTest, RepliesAlwaysFindABufferEvenWhenBothSidesHoldRequest
 }
 
 TEST_F(MessageEndpointTest, ReplyFromAnotherThreadAfterHold) {
-  MessageEndpoint server(small_config());
   std::promise<MessageId> got;
+  Inbox replies;
+  MessageEndpoint server(small_config());
   server.on_message([&](const Message& m) {
     EXPECT_EQ(server.hold(m.id), SendStatus::kOk);
     got.set_value(m.id);
   });
   MessageEndpoint client(small_config());
-  Inbox replies;
   client.on_message([&](const Message& m) { replies.add(m.peer, m.payload); });
   Server listener(server);
   const Pair pair = connect(client, server, listener, *provider_);
@@ -319,9 +322,9 @@ TEST_F(MessageEndpointTest, ReplyFromAnotherThreadAfterHold) {
 }
 
 TEST_F(MessageEndpointTest, APeerSendingWithoutCreditIsTerminatedAndOthersCarryOn) {
-  MessageEndpoint server(small_config());
   Inbox inbox;
   std::atomic<PeerId> rogue_id{0};
+  MessageEndpoint server(small_config());
   server.on_message([&](const Message& m) {
     if (m.peer == rogue_id.load()) {
       (void)server.hold(m.id);  // never consumed: the rogue runs out of credit at once
@@ -440,6 +443,77 @@ TEST_F(MessageEndpointTest, ClosedPeerGivesBackItsCompletionEntries) {
   const auto b = client.endpoint_stats().budget;
   EXPECT_EQ(b.send_reserved + b.receive_reserved, 0u);
   EXPECT_EQ(client.send(pair.client_side, numbered(1)), SendStatus::kUnknownPeer);
+}
+
+TEST_F(MessageEndpointTest, NoHandlerRunsOnceCloseHasReturned) {
+  // A handler that is slow and counts its calls: close() from the test thread while messages
+  // keep arriving must wait for the running handler, and none may start afterwards.
+  std::atomic<int> running{0};
+  std::atomic<int> calls{0};
+  std::atomic<bool> closed{false};
+  std::atomic<int> after_close{0};
+  MessageEndpoint server(small_config());
+  server.on_message([&](const Message&) {
+    running.fetch_add(1);
+    if (closed.load()) after_close.fetch_add(1);
+    calls.fetch_add(1);
+    std::this_thread::sleep_for(2ms);
+    running.fetch_sub(1);
+  });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  std::atomic<bool> stop_sending{false};
+  std::thread sender([&] {
+    std::uint32_t i = 0;
+    while (!stop_sending.load()) {
+      if (client.send(pair.client_side, numbered(i)) == SendStatus::kOk) ++i;
+      else (void)client.wait_ready(pair.client_side, 10ms);
+    }
+  });
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (calls.load() < 20 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_GE(calls.load(), 20);
+  server.close();
+  closed.store(true);
+  EXPECT_EQ(running.load(), 0);  // the handler that ran during close() has returned
+  std::this_thread::sleep_for(50ms);
+  stop_sending.store(true);
+  sender.join();
+  EXPECT_EQ(after_close.load(), 0);
+  EXPECT_TRUE(server.peers().empty());
+  EXPECT_EQ(server.send(pair.server_side, numbered(1)), SendStatus::kUnknownPeer);
+  server.close();  // idempotent
+  transport::ConnectOptions options;
+  options.policy = policy();
+  auto again = server.connect(*provider_, listener.uri(), options, "after close");
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().kind, transport::ConnectError::Kind::kInvalidArgument);
+}
+
+TEST_F(MessageEndpointTest, CloseFromAHandlerStopsEveryLaterHandler) {
+  // close() on the progress thread cannot join it: it stops the handlers after the current
+  // one, and the destructor (another thread) closes the connections.
+  std::atomic<int> calls{0};
+  std::promise<void> closed_in_handler;
+  MessageEndpoint server(small_config());
+  server.on_message([&](const Message&) {
+    if (calls.fetch_add(1) == 0) {
+      server.close();
+      closed_in_handler.set_value();
+    }
+  });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_EQ(client.send(pair.client_side, numbered(i)), SendStatus::kOk);
+  ASSERT_EQ(closed_in_handler.get_future().wait_for(kWait), std::future_status::ready);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(calls.load(), 1);
+  server.close();  // from this thread: joins the (finished) progress thread, closes the peer
+  EXPECT_TRUE(server.peers().empty());
 }
 
 }  // namespace
