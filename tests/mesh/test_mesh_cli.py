@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import time
 from typing import Any
 
 import pytest
+
+from rdma_interop.wire import MpaFrame, MpaKind
 
 
 def _node(tool: str, run_dir: Any, name: str, port: int, peers: dict[str, int],
@@ -105,3 +108,47 @@ def test_two_nodes_count_every_message_and_stop_on_sigterm(tools: dict[str, str]
     for line in a_lines + b_lines:
         if line["event"] == "report":
             assert line["rss_kib"] > 0
+
+
+def test_a_caller_whose_name_is_not_utf8_is_refused_and_the_node_lives_on(
+        tools: dict[str, str], run_dir: Any) -> None:
+    # Issue 17: the name after the 16 octets of credit parameters is bytes the peer chose. A
+    # '\xff' in it used to abort the node (SIGABRT): the JSON writer threw on invalid UTF-8
+    # inside setup, and the exception unwound past joinable connect threads.
+    node = subprocess.Popen(_node(tools["rdma-mesh"], run_dir, "b", 7398, {"a": 7399},
+                                  "--setup-timeout", "3"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", 7398), timeout=2)
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline, "rdma-mesh never listened"
+                time.sleep(0.05)
+        with sock:
+            name = b"\xff\x1b[2J\nforged"
+            sock.sendall(MpaFrame(kind=MpaKind.REQUEST, revision=1, crc=True,
+                                  private_data=bytes(16) + name).encode())
+            answer = b""
+            while len(answer) < MpaFrame.HEADER_LEN or len(answer) < MpaFrame.frame_length(
+                    answer[:MpaFrame.HEADER_LEN]):
+                chunk = sock.recv(4096)
+                assert chunk, f"closed after {answer!r}"
+                answer += chunk
+            reply = MpaFrame.decode(answer[:MpaFrame.frame_length(answer[:MpaFrame.HEADER_LEN])])
+        assert reply.reject, reply
+        assert b"not a peer that calls us: '\\xff\\x1b[2J\\nforged'" in reply.private_data, reply
+        out, err = node.communicate(timeout=30)
+    finally:
+        if node.poll() is None:
+            node.kill()
+            node.communicate()
+    # It went on to its setup timeout and said why, like any setup that cannot complete.
+    assert node.returncode == 1, (node.returncode, err)
+    lines = _lines(out)
+    notices = [d["notice"] for d in lines if d["event"] == "notice"]
+    assert any("\\xff\\x1b[2J\\nforged" in n for n in notices), lines
+    error = [d for d in lines if d["event"] == "error"]
+    assert error and "a: never connected to us" in error[0]["error"], lines

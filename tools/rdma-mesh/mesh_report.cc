@@ -7,6 +7,8 @@
 
 #include "core/telemetry/counters_json.h"
 #include "core/wire/wire_error.h"
+#include "core/util/json_text.h"
+#include "core/util/printable_text.h"
 
 namespace rdma_interop::mesh {
 
@@ -99,7 +101,7 @@ void ReportWriter::emit(json event) {
   for (auto& [k, v] : event.items()) {
     if (k != "event") line[k] = std::move(v);
   }
-  std::string out = json_ ? line.dump() + "\n" : text_of(line);
+  std::string out = json_ ? json_text(line) + "\n" : text_of(line);
   std::lock_guard lock(mu_);
   // Without --json, errors are for the person at the terminal: stderr, like every tool's.
   auto& stream = !json_ && line["event"] == "error" ? std::cerr : std::cout;
@@ -114,24 +116,27 @@ std::string number(const json& v) {
     std::snprintf(buf, sizeof buf, "%.2f", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return json_text(v);
 }
 
-std::string terminate_text(const json& t) {
-  return t.is_null() ? "-" : t.value("text", std::string("?"));
+// A string field for the terminal: peer names and details may hold any bytes a peer sent.
+std::string text(const json& e, const char* key, const char* absent = "") {
+  return printable(e.value(key, std::string(absent)));
 }
+
+std::string terminate_text(const json& t) { return t.is_null() ? "-" : text(t, "text", "?"); }
 
 }  // namespace
 
 std::string ReportWriter::text_of(const json& e) const {
-  const std::string event = e.value("event", "");
+  const std::string event = text(e, "event");
   std::ostringstream out;
-  out << node_ << ": ";
+  out << printable(node_) << ": ";
   if (event == "listening") {
-    out << "listening on " << e.value("address", "") << " (pid " << e.value("pid", 0) << ")\n";
+    out << "listening on " << text(e, "address") << " (pid " << e.value("pid", 0) << ")\n";
   } else if (event == "connected") {
-    out << "connected to " << e.value("peer", "") << " (" << e.value("role", "") << ", "
-        << e.value("peer_address", "") << ")\n";
+    out << "connected to " << text(e, "peer") << " (" << text(e, "role") << ", "
+        << text(e, "peer_address") << ")\n";
   } else if (event == "started") {
     out << "all " << e["peers"].size() << " peers connected in " << number(e["setup_ms"])
         << " ms; run started\n";
@@ -146,7 +151,7 @@ std::string ReportWriter::text_of(const json& e) const {
           << " KiB\n";
     }
     for (const auto& [name, p] : e["peers"].items()) {
-      out << "  " << name << " " << p.value("state", "?") << " sent=" << number(p["sent"])
+      out << "  " << printable(name) << " " << text(p, "state", "?") << " sent=" << number(p["sent"])
           << " recv=" << number(p["received"]) << " refused=" << number(p["refused"])
           << " credits=" << number(p["credits"]) << " queued=" << number(p["queued"])
           << " held=" << number(p["held"]) << " stalls=" << number(p["stalls"])
@@ -161,12 +166,12 @@ std::string ReportWriter::text_of(const json& e) const {
       out << "\n";
     }
   } else if (event == "peer_failed") {
-    out << "peer " << e.value("peer", "") << " failed at t=" << number(e["t"])
-        << " s: " << e.value("detail", "") << "\n";
+    out << "peer " << text(e, "peer") << " failed at t=" << number(e["t"])
+        << " s: " << text(e, "detail") << "\n";
   } else if (event == "error") {
-    return "rdma-mesh: " + node_ + ": error: " + e.value("error", "") + "\n";
+    return "rdma-mesh: " + printable(node_) + ": error: " + text(e, "error") + "\n";
   } else {
-    out << e.dump() << "\n";
+    out << json_text(e) << "\n";
   }
   return out.str();
 }

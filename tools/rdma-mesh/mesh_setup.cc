@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "core/credit/credit_params.h"
+#include "core/util/printable_text.h"
 
 namespace rdma_interop::mesh {
 namespace {
@@ -40,8 +41,9 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
   std::mutex mu;  // ids, errors, and the callbacks' output order
 
   // Every later-named peer at once, one thread each: a peer that starts late delays only its
-  // own connection.
-  std::vector<std::thread> connectors;
+  // own connection. jthreads, declared after what they use: if anything below throws, they
+  // are joined on the way out instead of ending the process (std::terminate).
+  std::vector<std::jthread> connectors;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& peer = config.peers[i];
     if (!(config.name < peer.name)) continue;
@@ -86,6 +88,7 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
     auto pending = listener.next_request(std::min(kAcceptSlice, remaining(deadline)));
     if (!pending) continue;
     const auto& pd = pending->request().private_data;
+    // The caller's name is bytes the peer chose: compared as they are, printed escaped.
     const std::string name =
         pd.size() > credit::kCreditParamsSize
             ? std::string(pd.begin() + static_cast<std::ptrdiff_t>(credit::kCreditParamsSize),
@@ -99,7 +102,8 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
     }
     if (!index || duplicate) {
       const std::string why =
-          !index ? "rdma-mesh " + config.name + ": not a peer that calls us: '" + name + "'"
+          !index ? "rdma-mesh " + config.name + ": not a peer that calls us: '" + printable(name) +
+                       "'"
                  : "rdma-mesh " + config.name + ": already connected to " + name;
       pending->reject(bytes_of(why));
       notice("rejected a request from " + pending->peer_address() + ": " + why);
@@ -117,7 +121,7 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
     }
   }
 
-  for (auto& t : connectors) t.join();
+  for (auto& t : connectors) t.join();  // before reading what they wrote
 
   std::string problems;
   for (std::size_t i = 0; i < n; ++i) {

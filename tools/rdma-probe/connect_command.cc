@@ -8,6 +8,7 @@
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
 #include "tools/rdma-probe/json_report.h"
+#include "core/util/json_text.h"
 
 namespace rdma_interop::probe {
 namespace {
@@ -19,13 +20,13 @@ using Clock = std::chrono::steady_clock;
 void print_summary(const json& report) {
   std::cout << (report["ok"].get<bool>() ? "ok" : "FAILED") << ": "
             << report["uri"].get<std::string>() << " as "
-            << report["personality"].get<std::string>() << " (" << report["elapsed_ms"].dump()
+            << report["personality"].get<std::string>() << " (" << json_text(report["elapsed_ms"])
             << " ms)\n";
   if (!report["negotiated"].is_null()) {
-    std::cout << "  negotiated:     " << report["negotiated"].dump() << '\n';
+    std::cout << "  negotiated:     " << json_text(report["negotiated"]) << '\n';
   }
   if (!report["responder_view"].is_null()) {
-    std::cout << "  responder view: " << report["responder_view"].dump() << '\n';
+    std::cout << "  responder view: " << json_text(report["responder_view"]) << '\n';
   }
   if (report["fell_back_to_revision1"].get<bool>()) {
     std::cout << "  fell back to MPA revision 1 after the responder refused revision 2\n";
@@ -47,7 +48,7 @@ void print_summary(const json& report) {
     if (!e["failure"].is_null()) std::cout << "/" << e["failure"].get<std::string>();
     std::cout << ": " << e["detail"].get<std::string>() << '\n';
     if (!e["terminate"].is_null())
-      std::cout << "  terminate:      " << e["terminate"].dump() << '\n';
+      std::cout << "  terminate:      " << json_text(e["terminate"]) << '\n';
   }
   std::cout.flush();
 }

@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <mutex>
+
+#include "core/util/json_text.h"
 
 namespace rdma_interop::probe {
 
@@ -69,9 +72,11 @@ double elapsed_ms(std::chrono::steady_clock::time_point start) {
 
 void print_json_line(const json& object) {
   // Invalid UTF-8 from a peer (private data, details) is replaced, never a throw.
-  auto line = object.dump(-1, ' ', false, json::error_handler_t::replace);
+  auto line = json_text(object) + "\n";
+  // serve prints from one thread per connection: one line is written whole.
+  static std::mutex mu;
+  std::lock_guard lock(mu);
   std::fwrite(line.data(), 1, line.size(), stdout);
-  std::fputc('\n', stdout);
   std::fflush(stdout);
 }
 

@@ -32,7 +32,8 @@ nlohmann::ordered_json exchange_json(const ExchangeResult& result, bool with_ste
 // Milliseconds since `start`, to 0.1 ms.
 double elapsed_ms(std::chrono::steady_clock::time_point start);
 
-// One object, one line, flushed: a reader sees each event as it happens.
+// One object, one line, flushed: a reader sees each event as it happens. Thread-safe: lines
+// from several threads never interleave. Bytes that are not UTF-8 become U+FFFD.
 void print_json_line(const nlohmann::ordered_json& object);
 
 }  // namespace rdma_interop::probe

@@ -9,6 +9,7 @@
 #include "core/transport/verbs/xrc_verbs.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
+#include "core/util/json_text.h"
 
 namespace rdma_interop::probe {
 namespace {
@@ -143,7 +144,7 @@ int run_devices(const XrcOptions& options) {
                          {"initiator_supported", s.initiator_supported},
                          {"initiator_detail", s.initiator_detail}});
     }
-    std::cout << json{{"schema", "rdma-interop/xrc-devices/1"}, {"devices", devices}}.dump()
+    std::cout << json_text(json{{"schema", "rdma-interop/xrc-devices/1"}, {"devices", devices}})
               << "\n";
     return kExitOk;
   }
@@ -217,7 +218,7 @@ int run_simulation(const XrcOptions& options) {
       out["events"] = events;
     }
     if (options.trace) out["trace"] = r.trace;
-    std::cout << out.dump() << "\n";
+    std::cout << json_text(out) << "\n";
     return r.ok ? kExitOk : kExitFailed;
   }
   if (options.trace) {

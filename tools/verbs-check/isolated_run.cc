@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/transport/verbs/cm_address.h"
+#include "core/util/json_text.h"
 
 namespace rdma_interop::verbs_check {
 namespace {
@@ -133,7 +134,7 @@ json run_isolated(const Config& config, const CheckInfo& check, std::uint16_t po
   if (pid == 0) {
     ::setpgid(0, 0);
     ::close(pipefd[0]);
-    const std::string text = runner(config, check, port).dump() + "\n";
+    const std::string text = json_text(runner(config, check, port)) + "\n";
     [[maybe_unused]] const auto n = ::write(pipefd[1], text.data(), text.size());
     ::_exit(0);
   }
