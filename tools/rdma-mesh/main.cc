@@ -18,6 +18,7 @@
 #include "tools/rdma-mesh/mesh_report.h"
 #include "tools/common/signal_watch.h"
 #include "tools/common/subcommand_formatter.h"
+#include "tools/common/number_option.h"
 
 namespace {
 
@@ -137,17 +138,17 @@ int main(int argc, char** argv) {
   node->add_option("--duration", config.duration_s,
                    wrap("Seconds of traffic after the start barrier (default 10)"))
       ->type_name("S")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(rdma_interop::tools::number_in(0.1, 86400.0, "seconds"));
   node->add_option("--size", config.size,
                    wrap("Payload octets of every message, at least 9 to carry the sequence "
                         "number that gaps are checked with (default 64)"))
       ->type_name("N")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(rdma_interop::tools::integer_in(1, 1 << 20));
   node->add_option("--rate", config.rate,
                    wrap("Messages per second to each peer; 0: as fast as credits allow "
                         "(default 2000)"))
       ->type_name("R")
-      ->check(CLI::Range(0.0, 1e7));
+      ->check(rdma_interop::tools::number_in(0.0, 1e7, "messages per second"));
   node->add_option("--mode", mode, wrap("What to send: stream (default) or request-reply"))
       ->type_name("stream|request-reply")
       ->check(CLI::IsMember({"stream", "request-reply"}));
@@ -155,46 +156,46 @@ int main(int argc, char** argv) {
                    wrap("A slow consumer: every received message is held and handled one at "
                         "a time, taking this long each (default 0: at once)"))
       ->type_name("US")
-      ->check(CLI::Range(0, 10'000'000));
+      ->check(rdma_interop::tools::integer_in(0, 10'000'000, "microseconds"));
   node->add_option("--window", config.window,
                    wrap("Data receive buffers posted per peer: the peer's credits (2-65535, "
                         "default 16)"))
       ->type_name("N")
-      ->check(CLI::Range(2, 0xFFFF));
+      ->check(rdma_interop::tools::integer_in(2, 0xFFFF));
   node->add_option("--control-receives", config.control_receives,
                    wrap("Receive buffers per peer for standalone credit updates (1-255, "
                         "default 2)"))
       ->type_name("N")
-      ->check(CLI::Range(1, 255));
+      ->check(rdma_interop::tools::integer_in(1, 255));
   node->add_option("--queue-limit", config.queue_limit,
                    wrap("Messages per peer that may wait for a credit; then sends to it are "
                         "refused (default 64)"))
       ->type_name("N")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(rdma_interop::tools::integer_in(1, 1 << 20));
   node->add_option("--max-message", config.max_message,
                    wrap("Largest payload in octets; every receive buffer holds this plus the "
                         "4-octet credit header (default 4096)"))
       ->type_name("N")
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(rdma_interop::tools::integer_in(1, 1 << 24, "octets"));
   node->add_option("--send-depth", config.send_depth,
                    wrap("Sends posted per peer at once, 2 of them for credit updates only "
                         "(default: --window + 2)"))
       ->type_name("N")
-      ->check(CLI::Range(3, 1 << 16));
+      ->check(rdma_interop::tools::integer_in(3, 1 << 16));
   node->add_option("--report-interval-ms", interval_ms,
                    wrap("Milliseconds between report lines (default 500)"))
       ->type_name("MS")
-      ->check(CLI::Range(10, 3'600'000));
+      ->check(rdma_interop::tools::integer_in(10, 3'600'000, "milliseconds"));
   node->add_option("--drain-ms", drain_ms,
                    wrap("After the run, milliseconds without new sends before the summary, so "
                         "replies in flight are counted (default 500)"))
       ->type_name("MS")
-      ->check(CLI::Range(0, 600'000));
+      ->check(rdma_interop::tools::integer_in(0, 600'000, "milliseconds"));
   node->add_option("--setup-timeout", config.setup_timeout_s,
                    wrap("Seconds for listen, every connection and the start barrier "
                         "(default 20)"))
       ->type_name("S")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(rdma_interop::tools::number_in(0.1, 3600.0, "seconds"));
   node->add_flag("--shared-queue", config.shared_queue,
                  wrap("Negative control: one send FIFO for all peers; a refused head message "
                       "blocks every message behind it"));

@@ -3,6 +3,7 @@
 // This file parses the command line (CLI11) and prints the report; the storm itself is
 // storm_runner.cc. Exit status: 0 the storm ran (whatever its outcomes), 1 it could not run
 // (no provider), 2 bad arguments.
+#include <limits>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -13,6 +14,8 @@
 #include "core/transport/provider.h"
 #include "tools/rdma-storm/storm_report.h"
 #include "tools/rdma-storm/storm_runner.h"
+#include "core/util/json_text.h"
+#include "tools/common/number_option.h"
 
 namespace {
 
@@ -76,17 +79,17 @@ int main(int argc, char** argv) {
 
   app.add_option("uri", uri_text, "The listener: tcp://ADDR:PORT")->required()->type_name("URI");
   app.add_option("-n,--attempts", config.attempts, "Attempts in total (default 1000)")
-      ->check(CLI::PositiveNumber);
+      ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   app.add_option("-c,--concurrency", config.concurrency,
                  "Client threads, each one connect at a time (default 16)")
-      ->check(CLI::Range(1, 4096));
+      ->check(rdma_interop::tools::integer_in(1, 4096));
   app.add_option("--duration-limit", config.duration_limit_s,
                  "Seconds after which no attempt starts (default 120)")
       ->type_name("S")
-      ->check(CLI::Range(0.001, 86400.0));
+      ->check(rdma_interop::tools::number_in(0.001, 86400.0, "seconds"));
   app.add_option("--retries", config.retries,
                  "Further tries of a retryable failure per attempt (default 0)")
-      ->check(CLI::Range(0, 1000));
+      ->check(rdma_interop::tools::integer_in(0, 1000));
   app.add_option("--retry-mode", retry_mode,
                  "Who retries: provider (ConnectOptions retries, the default) or storm (our "
                  "loop: one connect per try, so every try's outcome is counted)")
@@ -95,17 +98,17 @@ int main(int argc, char** argv) {
   app.add_option("--retry-backoff", backoff_ms,
                  "Backoff base in ms: before try t, sleep uniform [0, min(max, base*2^t)]")
       ->type_name("MS")
-      ->check(CLI::Range(0, 600000));
+      ->check(rdma_interop::tools::integer_in(0, 600000, "milliseconds"));
   app.add_option("--retry-backoff-max", backoff_max_ms, "Backoff cap in ms (default 1000)")
       ->type_name("MS")
-      ->check(CLI::Range(0, 600000));
+      ->check(rdma_interop::tools::integer_in(0, 600000, "milliseconds"));
   app.add_option("--hold", hold_ms, "Keep each connection established MS before disconnecting")
       ->type_name("MS")
-      ->check(CLI::Range(0, 3600000));
+      ->check(rdma_interop::tools::integer_in(0, 3600000, "milliseconds"));
   app.add_option("-t,--timeout", try_timeout_s,
                  "Seconds one try (TCP connect + MPA setup) may take (default 15)")
       ->type_name("S")
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
   app.add_option("-p,--personality", personality,
                  "The initiator's MPA personality: a name or a JSON file (default siw)")
       ->type_name("NAME|PATH");
@@ -118,7 +121,7 @@ int main(int argc, char** argv) {
   app.add_option("--progress", config.progress_interval_s,
                  "Seconds between stderr progress lines; 0: none (default 1)")
       ->type_name("S")
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(rdma_interop::tools::number_in(0.0, 3600.0, "seconds"));
   app.add_flag("--json", as_json, "Print one rdma-interop/storm/1 JSON document");
 
   try {
@@ -166,7 +169,7 @@ int main(int argc, char** argv) {
     auto result = storm::run_storm(config, provider.get());
     auto report = storm::report_json(config, result);
     if (as_json) {
-      std::cout << report.dump() << std::endl;
+      std::cout << json_text(report) << std::endl;
     } else {
       std::cout << storm::report_text(report) << std::flush;
     }

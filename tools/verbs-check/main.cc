@@ -11,6 +11,8 @@
 #include "tools/common/help_wrap.h"
 #include "tools/verbs-check/checks.h"
 #include "tools/verbs-check/isolated_run.h"
+#include "core/util/json_text.h"
+#include "tools/common/number_option.h"
 
 namespace {
 
@@ -120,22 +122,22 @@ int main(int argc, char** argv) {
       ->type_name("ADDRESS");
   app.add_option("-p,--port", port, wrap("First port: check i listens on PORT+i (default 7471)"))
       ->type_name("PORT")
-      ->check(CLI::Range(1, 65535 - 16));
+      ->check(rdma_interop::tools::integer_in(1, 65535 - 16));
   app.add_option("-c,--check", names, wrap("Run only this check; repeatable (see CHECKS)"))
       ->type_name("NAME");
   app.add_option("-t,--timeout", timeout_s,
                  wrap("Seconds one check may take, setup included (default 15)"))
       ->type_name("SECONDS")
-      ->check(CLI::Range(1.0, 600.0));
+      ->check(rdma_interop::tools::number_in(1.0, 600.0, "seconds"));
   app.add_option("--ack-timeout", config.ack_timeout,
                  wrap("dead-peer-read: the client's ACK timeout exponent, 4.096 us * 2^N "
                       "(default 16: 268 ms)"))
       ->type_name("N")
-      ->check(CLI::Range(1, 31));
+      ->check(rdma_interop::tools::integer_in(1, 31));
   app.add_option("--retry-count", config.retry_count,
                  wrap("dead-peer-read: transport retries before retry_exceeded (default 2)"))
       ->type_name("N")
-      ->check(CLI::Range(0, 7));
+      ->check(rdma_interop::tools::integer_in(0, 7));
   app.add_flag("--json", as_json, wrap("One JSON object per check and line instead of text"));
   app.add_flag("--list", list, wrap("List the checks and exit"));
 
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
     const json r = run_isolated(config, *check, static_cast<std::uint16_t>(config.port + index));
     all_ok = all_ok && r["ok"].get<bool>();
     if (as_json) {
-      std::cout << r.dump() << std::endl;
+      std::cout << rdma_interop::json_text(r) << std::endl;
     } else {
       print_human(r);
     }
