@@ -147,16 +147,31 @@ Expected<ProcessSnapshot, std::string> parse_snapshot(std::string_view text) {
     return unexpected("\"schema\" is not \"" + std::string(kSnapshotSchema) + "\"");
   }
   ProcessSnapshot s;
-  const auto integer = [&](const char* key, auto& out) -> bool {
+  // Every number is a non-negative integer no larger than `max` as written: a value that
+  // would wrap or be truncated on the way into its field makes the file malformed (a pid of
+  // 2^32 + 1 must not read as pid 1, alive forever).
+  const auto whole = [&](const char* key, auto& out, std::uint64_t min, std::uint64_t max) {
     const auto it = doc.find(key);
-    if (it == doc.end() || !it->is_number_integer()) return false;
-    out = it->get<std::remove_reference_t<decltype(out)>>();
+    if (it == doc.end() || !it->is_number_unsigned()) return false;
+    const auto v = it->get<std::uint64_t>();
+    if (v < min || v > max) return false;
+    out = static_cast<std::remove_reference_t<decltype(out)>>(v);
     return true;
   };
-  if (!integer("pid", s.pid) || s.pid <= 0) return unexpected(std::string("no valid \"pid\""));
-  if (!integer("sequence", s.sequence)) return unexpected(std::string("no \"sequence\""));
-  if (!integer("monotonic_ns", s.monotonic_ns)) return unexpected(std::string("no \"monotonic_ns\""));
-  if (!integer("wall_ms", s.wall_ms)) return unexpected(std::string("no \"wall_ms\""));
+  constexpr std::uint64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
+  if (!whole("pid", s.pid, 1, kMaxPid)) {
+    return unexpected("\"pid\" is missing or not a pid (an integer 1.." + std::to_string(kMaxPid) +
+                      ")");
+  }
+  if (!whole("sequence", s.sequence, 0, std::numeric_limits<std::uint64_t>::max())) {
+    return unexpected(std::string("\"sequence\" is missing or not an unsigned 64-bit integer"));
+  }
+  if (!whole("monotonic_ns", s.monotonic_ns, 0, kInt64Max)) {
+    return unexpected(std::string("\"monotonic_ns\" is missing or not an integer 0..2^63-1"));
+  }
+  if (!whole("wall_ms", s.wall_ms, 0, kInt64Max)) {
+    return unexpected(std::string("\"wall_ms\" is missing or not an integer 0..2^63-1"));
+  }
   const auto process = doc.find("process");
   if (process == doc.end() || !process->is_string()) {
     return unexpected(std::string("no \"process\" string"));

@@ -91,18 +91,21 @@ def wait_for(check: Callable[[], bool], seconds: float = 3.0) -> bool:
     return check()
 
 
+COUNTER_NAMES = (
+    "backlog", "pending", "high_water", "requests", "accepted", "rejected_by_app",
+    "pending_expired", "pending_aborted", "overflow_rejected", "overflow_waiting",
+    "overflow_dropped", "half_open", "half_open_limit", "half_open_opened",
+    "half_open_completed", "half_open_expired", "half_open_aborted", "half_open_evicted",
+)
+
+
 def validate_document(doc: dict[str, Any]) -> None:
     """The documented shape of --json (tools/backlog-stat/report.h)."""
     assert doc["schema"] == "rdma-interop/backlog-stat/1"
     assert isinstance(doc["run_dir"], str)
     assert doc["kernel_status"] in {"not_asked", "ok", "no_rdma", "rdma_tool_missing", "error"}
     assert isinstance(doc["kernel"], list)
-    counter_names = {
-        "backlog", "pending", "high_water", "requests", "accepted", "rejected_by_app",
-        "pending_expired", "pending_aborted", "overflow_rejected", "overflow_waiting",
-        "overflow_dropped", "half_open", "half_open_limit", "half_open_opened",
-        "half_open_completed", "half_open_expired", "half_open_aborted", "half_open_evicted",
-    }
+    counter_names = set(COUNTER_NAMES)
     for entry in doc["listeners"]:
         assert set(entry) == {"local_address", "scheme", "overflow", "pid", "process", "sequence",
                               "wall_ms", "counters"}
@@ -200,13 +203,97 @@ def test_a_stopped_server_removes_its_own_file(backlog_stat, server, run_dir: Pa
     assert backlog_stat().returncode == 1
 
 
-def test_malformed_files_are_ignored_and_removed(backlog_stat, server, run_dir: Path) -> None:
+def test_malformed_files_are_ignored_and_left_in_place(
+    backlog_stat, server, run_dir: Path
+) -> None:
     s = server()
-    junk = run_dir / f"{os.getpid()}-junk.json"
+    junk = run_dir / f"{os.getpid()}-0000abcd.json"
     junk.write_text('{"schema": "rdma-interop/telemetry/1", "pid": ')
     doc = json.loads(backlog_stat("--json").stdout)
     assert [e["pid"] for e in listeners(doc)] == [s.proc.pid]
-    assert not junk.exists()
+    assert junk.exists()  # torn or foreign: never ours to delete
+
+
+def publish(run_dir: Path, pid: int, process: str, address: str = "127.0.0.1:7174") -> Path:
+    """Writes one publisher's file by hand, as core/telemetry's Publisher names it."""
+    counters = {name: 0 for name in COUNTER_NAMES}
+    counters["backlog"] = 8
+    doc = {"schema": "rdma-interop/telemetry/1", "pid": pid, "process": process, "sequence": 1,
+           "monotonic_ns": 1, "wall_ms": 1718000000000,
+           "listeners": [{"local_address": address, "scheme": "tcp", "overflow": "drop",
+                          "counters": counters}]}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / f"{pid}-0000beef.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_foreign_json_files_in_the_run_dir_are_left_alone(backlog_stat, tmp_path: Path) -> None:
+    project = tmp_path / "project"  # --run-dir pointed at the wrong directory
+    project.mkdir()
+    package = project / "package.json"
+    package.write_text('{"name": "web", "version": "1.0.0"}\n')
+    tsconfig = project / "tsconfig.json"
+    tsconfig.write_text('{"compilerOptions": {"strict": true}}\n')
+    r = backlog_stat("--run-dir", str(project))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert package.read_text() == '{"name": "web", "version": "1.0.0"}\n'
+    assert tsconfig.exists()
+
+
+def test_a_symlinked_run_dir_is_refused(backlog_stat, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = publish(real, dead.pid, "gone")
+    (real / "package.json").write_text("{}")
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    r = backlog_stat("--run-dir", str(link))
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "symbolic link" in r.stderr
+    assert stale.exists() and (real / "package.json").exists()
+
+
+def test_a_fifo_in_the_run_dir_does_not_hang_the_reader(backlog_stat, run_dir: Path) -> None:
+    run_dir.mkdir()
+    os.mkfifo(run_dir / "123-0000abcd.json")
+    publish(run_dir, os.getpid(), "alive")
+    r = backlog_stat("--json", timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert [e["process"] for e in listeners(json.loads(r.stdout))] == ["alive"]
+
+
+def test_escape_sequences_in_a_process_name_print_escaped_on_one_row(
+    backlog_stat, run_dir: Path
+) -> None:
+    name = "evil\x1b[2J\n127.0.0.1:1 forged\u009b31m\\x"
+    publish(run_dir, os.getpid(), name, address="127.0.0.1:7174\r\x07")
+    r = subprocess.run([str(BACKLOG_STAT)], capture_output=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode("utf-8")  # valid UTF-8, whatever the file held
+    lines = out.splitlines()
+    assert len(lines) == 2, out  # the header and one row: nothing forged
+    assert not any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in lines[1])
+    assert r"evil\x1b[2J\n127.0.0.1:1" in lines[1]
+    assert "forged" in lines[1] and r"31m\\x" in lines[1]  # the C1 CSI escaped, "\" doubled
+    assert r"127.0.0.1:7174\r\x07" in lines[1]
+
+    doc = json.loads(backlog_stat("--json").stdout)  # the document keeps the exact text
+    assert [e["process"] for e in listeners(doc)] == [name]
+
+
+def test_json_output_stays_valid_for_a_run_dir_that_is_not_utf8(
+    backlog_stat, tmp_path: Path
+) -> None:
+    odd = tmp_path / os.fsdecode(b"run-\xff\x1b[2J")
+    r = subprocess.run([str(BACKLOG_STAT), "--json", "--run-dir", os.fsencode(odd)],
+                       capture_output=True, timeout=10)
+    assert r.returncode == 1
+    doc = json.loads(r.stdout.decode("utf-8"))
+    validate_document(doc)
+    assert doc["listeners"] == []
+    assert b"\x1b" not in r.stderr and rb"\x1b[2J" in r.stderr
 
 
 def test_nothing_to_show_exits_1_with_a_reason(backlog_stat, run_dir: Path) -> None:
@@ -256,6 +343,8 @@ def test_help_reads_like_a_man_page(backlog_stat) -> None:
         assert f"\n{section}" in "\n" + r.stdout, section
     for option in ("--json", "--watch", "--port", "--pid", "--run-dir", "--kernel"):
         assert option in r.stdout
+    # The default run directory is only its owner's to publish into: say what others do.
+    assert "directory of your own" in " ".join(r.stdout.split())
 
 
 def test_no_permission_to_read_the_run_dir_exits_3(backlog_stat, run_dir: Path) -> None:

@@ -3,14 +3,16 @@
 
 Every input is written by hand from the RFC layouts (RFC 5044 s4 and s7.1, RFC 6581 s3,
 RFC 5041 s4, RFC 5040 s4), independently of core/, so the seeds also check the codecs'
-reading of the RFCs. Each fuzzer gets a few valid inputs (to reach deep code at once) and
-a few invalid ones (one per error path worth starting from). The leading configuration
-octets follow each harness's "Input:" comment.
+reading of the RFCs; the telemetry snapshots follow their documented layout
+(core/telemetry/listener_snapshot.h). Each fuzzer gets a few valid inputs (to reach deep
+code at once) and a few invalid ones (one per error path worth starting from). The leading
+configuration octets follow each harness's "Input:" comment.
 
 Run from anywhere: /usr/bin/python3 tests/fuzz/make_corpus.py. Stdlib only. The output is
 deterministic and committed; rerun after changing a harness's input format.
 """
 
+import json
 import pathlib
 import shutil
 import struct
@@ -351,9 +353,78 @@ def probe_answer_corpus():
     }
 
 
+def telemetry_snapshot_corpus():
+    # A run-directory snapshot file as a publisher writes it (core/telemetry/
+    # listener_snapshot.h and connection_snapshot.h; telemetry_snapshot_fuzzer.cc takes the
+    # whole input as the file). Written from the documented layout with json.dumps, not by
+    # core/, and then the ways a hostile writer of the directory bends it.
+    backlog = ["backlog", "pending", "high_water", "requests", "accepted", "rejected_by_app",
+               "pending_expired", "pending_aborted", "overflow_rejected", "overflow_waiting",
+               "overflow_dropped", "half_open", "half_open_limit", "half_open_opened",
+               "half_open_completed", "half_open_expired", "half_open_aborted",
+               "half_open_evicted"]
+    credit = ["credits", "control_credits", "data_slots_in_use", "control_slots_in_use",
+              "credits_granted_total", "sent", "updates_sent", "stalls_no_credit",
+              "stalls_no_slot", "update_stalls", "posted", "granted", "pending_grant",
+              "control_posted", "control_return_pending", "granted_total", "received",
+              "updates_received"]
+
+    def listener(address="127.0.0.1:7174", overflow="drop", **counters):
+        c = {name: i for i, name in enumerate(backlog)}
+        c.update(counters)
+        return {"local_address": address, "scheme": "tcp", "overflow": overflow, "counters": c}
+
+    def connection(peer="node2", state="connected", **figures):
+        c = {"local_address": "198.18.0.1:40122", "peer_address": "198.18.0.2:7300",
+             "scheme": "tcp", "peer": peer, "state": state, "queued": 3, "queue_limit": 64,
+             "held": 1, "refused": 12, "credit": {name: i for i, name in enumerate(credit)}}
+        c.update(figures)
+        return c
+
+    def snapshot(listeners=None, connections=None, **fields):
+        doc = {"schema": "rdma-interop/telemetry/1", "pid": 4242, "process": "rdma-probe",
+               "sequence": 17, "monotonic_ns": 123456789, "wall_ms": 1718000000000,
+               "listeners": [listener()] if listeners is None else listeners}
+        if connections is not None:
+            doc["connections"] = connections
+        doc.update(fields)
+        return json.dumps(doc).encode()
+
+    return {
+        "valid_listeners": snapshot(listeners=[listener(), listener("[::1]:7175", "reject"),
+                                               listener("0.0.0.0:7176", None)]),
+        "valid_connections": snapshot(listeners=[], connections=[connection(),
+                                                                 connection("node3", "failed")]),
+        "valid_no_connections_key": snapshot(),
+        "valid_extremes": snapshot(pid=2147483647, sequence=18446744073709551615,
+                                   monotonic_ns=9223372036854775807, wall_ms=0),
+        "valid_unknown_keys": snapshot(added_later={"x": [1, 2]}),
+        "hostile_escapes_in_names": snapshot(
+            process="evil\x1b[2J\n127.0.0.1:1 forged\u009b31m\\x",
+            listeners=[listener("127.0.0.1:7174\r\x07\u202e")],
+            connections=[connection(peer="\x1b]0;title\x07", state="\u2028\x00")]),
+        "hostile_pid_wraps_to_1": snapshot(pid=4294967297),
+        "hostile_pid_negative": snapshot(pid=-1),
+        "hostile_pid_float": snapshot(pid=1.0),
+        "hostile_sequence_negative": snapshot(sequence=-1),
+        "hostile_time_past_int64": snapshot(monotonic_ns=9223372036854775808),
+        "hostile_counter_past_32_bits": snapshot(listeners=[listener(backlog=1 << 33)]),
+        "hostile_connection_negative": snapshot(connections=[connection(queued=-1)]),
+        "invalid_overflow_policy": snapshot(listeners=[listener(overflow="maybe")]),
+        "invalid_schema": snapshot(schema="someone-else/1"),
+        "invalid_torn": snapshot()[:60],
+        "invalid_package_json": b'{"name": "web", "version": "1.0.0", "scripts": {}}\n',
+        "invalid_deep_nesting": b"[" * 2000,
+        # Raw control and non-UTF-8 octets inside a string: not JSON, whatever they spell.
+        "invalid_raw_escape_in_string": snapshot().replace(b'"rdma-probe"', b'"rdma\x1b[2J"'),
+        "invalid_raw_non_utf8": snapshot().replace(b'"rdma-probe"', b'"rdma\xff\xc0\x80"'),
+    }
+
+
 def main():
     sets = {
         "probe_answer_fuzzer": probe_answer_corpus(),
+        "telemetry_snapshot_fuzzer": telemetry_snapshot_corpus(),
         "credit_params_fuzzer": credit_params_corpus(),
         "credit_window_fuzzer": credit_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),

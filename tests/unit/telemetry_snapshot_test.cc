@@ -174,6 +174,63 @@ TEST(TelemetrySnapshot, DamagedFilesAreErrorsWithAReason) {
   EXPECT_FALSE(parse_snapshot(no_pid.dump()));
 }
 
+// Every number must fit its field as it is: a value that would wrap is a malformed file, not
+// another value (a pid of 2^32 + 1 would otherwise read as 1, alive forever).
+TEST(TelemetrySnapshot, IntegersOutOfTheirRangeAreMalformed) {
+  const auto good = nlohmann::json::parse(to_json_text(sample()));
+  const auto with = [&](const char* key, const nlohmann::json& value) {
+    auto j = good;
+    j[key] = value;
+    return parse_snapshot(j.dump());
+  };
+  const auto error_with = [&](const char* key, const nlohmann::json& value) {
+    const auto parsed = with(key, value);
+    return parsed ? std::string("parsed") : parsed.error();
+  };
+  EXPECT_NE(error_with("pid", 4294967297ull).find("pid"), std::string::npos);
+  EXPECT_FALSE(with("pid", 2147483648ull));  // one past the largest pid_t
+  EXPECT_FALSE(with("pid", -5));
+  EXPECT_FALSE(with("pid", 1.5));
+  EXPECT_FALSE(with("pid", 1e3));
+  EXPECT_EQ(with("pid", 2147483647)->pid, 2147483647);
+  EXPECT_EQ(with("pid", 1)->pid, 1);
+  EXPECT_NE(error_with("sequence", -1).find("sequence"), std::string::npos);
+  EXPECT_EQ(with("sequence", 18446744073709551615ull)->sequence, 18446744073709551615ull);
+  EXPECT_NE(error_with("monotonic_ns", -1).find("monotonic_ns"), std::string::npos);
+  EXPECT_FALSE(with("monotonic_ns", 9223372036854775808ull));  // would wrap negative
+  EXPECT_EQ(with("monotonic_ns", 9223372036854775807ll)->monotonic_ns, 9223372036854775807ll);
+  EXPECT_NE(error_with("wall_ms", -1).find("wall_ms"), std::string::npos);
+  EXPECT_FALSE(with("wall_ms", 9223372036854775808ull));
+  EXPECT_FALSE(with("wall_ms", "1718000000000"));
+
+  auto connection = good;
+  connection["connections"][0]["queued"] = -1;
+  EXPECT_FALSE(parse_snapshot(connection.dump()));
+  connection["connections"][0]["queued"] = 4294967296ull;  // a 32-bit field
+  EXPECT_FALSE(parse_snapshot(connection.dump()));
+  connection["connections"][0]["queued"] = 4294967295ull;
+  EXPECT_TRUE(parse_snapshot(connection.dump()));
+  connection["connections"][0]["refused"] = -3;
+  EXPECT_FALSE(parse_snapshot(connection.dump()));
+  connection["connections"][0]["refused"] = 2.0;
+  EXPECT_FALSE(parse_snapshot(connection.dump()));
+  connection["connections"][0]["refused"] = 18446744073709551615ull;
+  connection["connections"][0]["credit"]["credits"] = -1;
+  EXPECT_FALSE(parse_snapshot(connection.dump()));
+}
+
+// Strings are kept exactly as written (escaping is the printer's job), and control
+// characters survive the round trip.
+TEST(TelemetrySnapshot, ControlCharactersInStringsRoundTrip) {
+  auto s = sample();
+  constexpr char kName[] = "evil\x1b[2J\nforged\0row";
+  s.process = std::string(kName, sizeof kName - 1);
+  s.connections[0].peer = "\xc2\x9b" "31m";  // U+009B, the C1 CSI
+  const auto parsed = parse_snapshot(to_json_text(s));
+  ASSERT_TRUE(parsed) << parsed.error();
+  EXPECT_EQ(*parsed, s);
+}
+
 TEST(TelemetrySnapshot, OverflowNames) {
   EXPECT_EQ(overflow_text(cm::BacklogOverflow::kDrop), "drop");
   EXPECT_EQ(overflow_text(cm::BacklogOverflow::kReject), "reject");

@@ -2,8 +2,11 @@
 // with --connections every credit-managed connection with its credit figures, like `ss -tn`.
 //
 // Reads the snapshots that processes using rdma-interop publish under the run directory
-// (core/telemetry/run_dir.h), cleaning up after dead ones, and with --kernel the kernel's
-// RDMA CM listeners through iproute2's `rdma` tool.
+// (core/telemetry/run_dir.h, which treats that directory as untrusted and deletes only our
+// own files of dead processes), and with --kernel the kernel's RDMA CM listeners through
+// iproute2's `rdma` tool. Everything read is escaped before it reaches the terminal
+// (core/util/printable_text.h), and --json is valid JSON whatever the bytes
+// (core/util/json_text.h).
 #include <signal.h>
 #include <unistd.h>
 
@@ -12,14 +15,18 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <string>
 
 #include "core/telemetry/run_dir.h"
+#include "core/util/json_text.h"
+#include "core/util/printable_text.h"
 #include "tools/backlog-stat/exit_codes.h"
 #include "tools/backlog-stat/kernel_cm_ids.h"
 #include "tools/backlog-stat/report.h"
 #include "tools/common/help_wrap.h"
+#include "tools/common/number_option.h"
 
 namespace rdma_interop::backlog_stat {
 namespace {
@@ -38,7 +45,8 @@ DESCRIPTION
   until the application accepts or rejects it, or it expires; TCP connections that have not
   sent a complete Request yet are "half-open" and never hold a slot. Each process publishes
   its listeners' counters at most every 100 ms, when they change; entries of processes that
-  are gone are removed as they are found.
+  are gone are not shown, and their files are deleted by the next reader run by the same
+  user as the process.
 
   With --kernel, the kernel's own RDMA CM listeners (kernel siw, rxe, HCAs) are listed too,
   from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.
@@ -99,15 +107,20 @@ EXIT STATUS
 FILES
   /run/rdma-interop/PID-TOKEN.json
       one snapshot per publisher (each provider, or a message endpoint given one): its
-      listeners and connections (the run directory is sticky and world-writable; files of
-      dead processes are deleted by the next reader that may delete them)
+      listeners and connections. The run directory is created 0755: only its owner (root
+      for the default) publishes there; any user reads it. backlog-stat never follows a
+      symbolic link there (a run directory that is one is refused), reads only regular
+      files of at most 1 MiB owned by root, itself or the directory's owner, and deletes
+      only its own user's files of dead processes, never anything else
   /sys/class/infiniband
       present when the kernel has RDMA devices; --kernel says so when it is not
 
 ENVIRONMENT
   RDMA_INTEROP_RUN_DIR
       the run directory, for publishers and for backlog-stat (--run-dir overrides it here);
-      default /run/rdma-interop
+      default /run/rdma-interop. If you cannot write the default (only its owner
+      publishes there), point it at a directory of your own, for your processes and your
+      backlog-stat alike (e.g. $XDG_RUNTIME_DIR/rdma-interop)
 
 EXAMPLES
   backlog-stat                       every listener on the node
@@ -190,7 +203,8 @@ std::string nothing_message(const Args& args, const Snapshot& s) {
   } else if (s.report.kernel) {
     why += "; the kernel has no RDMA CM listener either";
   }
-  return "backlog-stat: nothing to show: " + why + ".";
+  // The run directory and the kernel's sentence are not ours to trust on a terminal.
+  return "backlog-stat: nothing to show: " + printable(why) + ".";
 }
 
 nlohmann::ordered_json document(const Args& args, const Snapshot& s) {
@@ -205,12 +219,12 @@ std::string table(const Args& args, const Snapshot& s) {
 int show_once(const Args& args) {
   const Snapshot s = take(args);
   if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
-    std::cerr << "backlog-stat: " << s.error->detail << "\n";
+    std::cerr << "backlog-stat: " << printable(s.error->detail) << "\n";
     return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
                                                                        : kExitNothing;
   }
   if (args.json) {
-    std::cout << document(args, s).dump(2) << "\n";
+    std::cout << json_text(document(args, s), 2) << "\n";
   } else if (!s.empty(args)) {
     std::cout << table(args, s);
   }
@@ -241,13 +255,13 @@ int watch(const Args& args) {
   for (;;) {
     const Snapshot s = take(args);
     if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
-      std::cerr << "backlog-stat: " << s.error->detail << "\n";
+      std::cerr << "backlog-stat: " << printable(s.error->detail) << "\n";
       return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
                                                                          : kExitNothing;
     }
     if (args.json) {
       // One document per line, so a sampler can read the stream line by line.
-      std::cout << document(args, s).dump() << std::endl;
+      std::cout << json_text(document(args, s)) << std::endl;
     } else {
       std::string screen;
       if (tty) screen += "\033[H\033[2J";  // home, clear: refresh in place
@@ -285,7 +299,7 @@ int run(int argc, char** argv) {
                  wrap("refresh every SECONDS (default 1) in place until Ctrl-C, which exits 0"))
       ->expected(0, 1)
       ->type_name("[SECONDS]")
-      ->check(CLI::PositiveNumber);
+      ->check(tools::number_in(0.05, 86400, "seconds"));
   app.add_flag("--connections", args.connections,
                wrap("list the message endpoints' connections and their credits (see CONNECTION "
                     "COLUMNS) instead of the listeners"));
@@ -293,16 +307,16 @@ int run(int argc, char** argv) {
                  wrap("only listeners on this local port; with --connections, connections with "
                       "this port at either end"))
       ->type_name("N")
-      ->check(CLI::Range(1, 65535));
+      ->check(tools::integer_in(1, 65535));
   app.add_option("--pid", args.pid, wrap("only listeners (or connections) of this process"))
       ->type_name("N")
-      ->check(CLI::PositiveNumber);
+      ->check(tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   app.add_option("--peer", args.peer,
                  wrap("with --connections: only connections to the peer its endpoint calls NAME"))
       ->type_name("NAME");
   app.add_option("--run-dir", args.run_dir,
                  wrap("read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or "
-                      "/run/rdma-interop"))
+                      "/run/rdma-interop (a directory, not a symbolic link to one)"))
       ->type_name("DIR");
   app.add_flag("--kernel", args.kernel,
                wrap("also list the kernel's RDMA CM listeners (rdma -j resource show cm_id); "

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "core/telemetry/counters_json.h"
+#include "core/util/printable_text.h"
 
 namespace rdma_interop::backlog_stat {
 namespace {
@@ -11,6 +12,9 @@ namespace {
 using json = nlohmann::ordered_json;  // keys in the documented order
 
 // Columns padded to the widest cell, left-aligned text and right-aligned numbers, like ss.
+// Every cell is escaped (printable()): the text comes from files anyone who can write the
+// run directory writes, and must neither reach the terminal as control sequences nor break
+// a row in two.
 class Table {
  public:
   explicit Table(std::vector<std::pair<std::string, bool>> header) {  // (title, numeric)
@@ -21,7 +25,10 @@ class Table {
     }
     add(std::move(row));
   }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void add(std::vector<std::string> row) {
+    for (auto& cell : row) cell = printable(cell);
+    rows_.push_back(std::move(row));
+  }
   std::string render() const {
     std::vector<std::size_t> width(numeric_.size(), 0);
     for (const auto& row : rows_) {
@@ -91,7 +98,7 @@ nlohmann::ordered_json to_json(const Report& r) {
 std::string to_text(const Report& r) {
   std::string out;
   if (r.listeners.empty()) {
-    out += "No rdma-interop listeners published in " + r.run_dir + ".\n";
+    out += "No rdma-interop listeners published in " + printable(r.run_dir) + ".\n";
   } else {
     Table t({{"Proto", false}, {"Local Address:Port", false}, {"Pend/Backlog", true},
              {"HighW", true}, {"Wait", true}, {"Dropped", true}, {"OvfRej", true},
@@ -112,7 +119,7 @@ std::string to_text(const Report& r) {
   if (r.kernel) {
     out += "\n";
     if (r.kernel->status != KernelScan::Status::kOk) {
-      out += "Kernel: " + r.kernel->detail + ".\n";
+      out += "Kernel: " + printable(r.kernel->detail) + ".\n";
     } else if (r.kernel->listeners.empty()) {
       out += "Kernel: no RDMA CM id is in state LISTEN.\n";
     } else {
@@ -159,7 +166,7 @@ nlohmann::ordered_json to_json(const ConnectionReport& r) {
 
 std::string to_text(const ConnectionReport& r) {
   if (r.connections.empty()) {
-    return "No rdma-interop connections published in " + r.run_dir + ".\n";
+    return "No rdma-interop connections published in " + printable(r.run_dir) + ".\n";
   }
   Table t({{"Proto", false},
            {"Local Address:Port", false},

@@ -1,5 +1,11 @@
 // report.h - what backlog-stat prints: the ss-like table, or the --json document.
 //
+// The table shows every string (addresses, process and peer names, the run directory) through
+// printable() (core/util/printable_text.h): whatever a snapshot file holds, each row is one
+// line with no control character. The JSON document keeps the strings exactly; turn it into
+// text with json_text() (core/util/json_text.h), since a path or a kernel name need not be
+// UTF-8.
+//
 // The listener view (the default):
 //
 //   {"schema": "rdma-interop/backlog-stat/1",
