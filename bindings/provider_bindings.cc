@@ -210,7 +210,7 @@ void bind_policy(py::module_& m) {
       "failure_names",
       [] {
         std::vector<std::string> names;
-        for (int i = 0; i <= static_cast<int>(cm::CmFailure::kBacklogFull); ++i) {
+        for (int i = 0; i <= static_cast<int>(cm::kLastCmFailure); ++i) {
           names.emplace_back(cm::failure_name(static_cast<cm::CmFailure>(i)));
         }
         return names;
@@ -275,6 +275,8 @@ void bind_work_requests(py::module_& m) {
   m.attr("ACCESS_LOCAL_WRITE") = static_cast<std::uint32_t>(rdmap::kLocalWrite);
   m.attr("ACCESS_REMOTE_WRITE") = static_cast<std::uint32_t>(rdmap::kRemoteWrite);
   m.attr("ACCESS_REMOTE_READ") = static_cast<std::uint32_t>(rdmap::kRemoteRead);
+  m.attr("ACCESS_TAGGED_OFFSET_IS_ADDRESS") =
+      static_cast<std::uint32_t>(rdmap::kTaggedOffsetIsAddress);
 
   py::enum_<rdmap::WrOpcode>(m, "WrOpcode")
       .value("SEND", rdmap::WrOpcode::kSend)
@@ -432,6 +434,14 @@ void bind_connection(py::module_& m) {
           },
           py::arg("buffer"), py::arg("access"),
           "Registers a writable buffer (pinned until deregistered); returns the STag.")
+      .def(
+          "tagged_offset",
+          [](const ConnectionHandle& h, std::uint32_t stag, std::uint64_t addr) {
+            return h.connection->tagged_offset(stag, reinterpret_cast<const void*>(addr));
+          },
+          py::arg("stag"), py::arg("addr"),
+          "The tagged offset a peer names the octet at address addr of region stag by (what "
+          "to advertise); None for an unknown STag or an address outside the region.")
       .def(
           "deregister_memory",
           [](ConnectionHandle& h, std::uint32_t stag) {

@@ -10,7 +10,7 @@ struct FailureInfo {
   std::string_view text;
 };
 
-constexpr std::array<FailureInfo, 19> kFailures = {{
+constexpr std::array<FailureInfo, 20> kFailures = {{
     {"request_timeout", "no complete MPA Request arrived within the request timeout"},
     {"reply_timeout", "no complete MPA Reply arrived within the reply timeout"},
     {"rtr_timeout", "the peer-to-peer RTR did not arrive within the RTR timeout"},
@@ -30,8 +30,11 @@ constexpr std::array<FailureInfo, 19> kFailures = {{
     {"connection_closed", "the peer closed the TCP connection during connection setup"},
     {"fpdu_error", "an FPDU during connection setup failed to decode"},
     {"backlog_full", "the peer's listener was over its backlog (Reject with the overflow marker)"},
+    {"local_frame_invalid",
+     "our own MPA Request/Reply cannot be sent (RFC 5044 s7.1: at most 512 octets of private "
+     "data, IRD/ORD words included): a local configuration error"},
 }};
-static_assert(kFailures.size() == static_cast<std::size_t>(CmFailure::kBacklogFull) + 1);
+static_assert(kFailures.size() == static_cast<std::size_t>(kLastCmFailure) + 1);
 
 }  // namespace
 

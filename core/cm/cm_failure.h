@@ -11,27 +11,31 @@
 namespace rdma_interop::cm {
 
 enum class CmFailure : std::uint8_t {
-  kRequestTimeout,        // responder: no complete MPA Request in time
-  kReplyTimeout,          // initiator: no complete MPA Reply in time
-  kRtrTimeout,            // responder: peer-to-peer RTR did not arrive in time
-  kMalformedFrame,        // the peer's Request/Reply did not decode (detail: WireError)
-  kUnexpectedFrame,       // a Request where a Reply belongs, or the other way round
-  kPeerRejected,          // the peer answered with the Reject flag (its private data attached)
-  kLocalRejected,         // our application rejected the Request
-  kRevisionUnsupported,   // the peer's revision cannot be met (and no fallback is allowed)
-  kMarkersRefused,        // markers were asked for by a side that cannot send them
-  kCrcRefused,            // CRC was asked for by a side configured to refuse it
-  kNoMatchingRtr,         // no RTR type both sides accept (RFC 6581 MPA code 0x07)
-  kInsufficientIrd,       // strict IRD/ORD check failed (RFC 6581 MPA code 0x06)
-  kPeerToPeerMismatch,    // Reply claims peer-to-peer when the Request did not offer it
-  kRtrMismatch,           // the first FPDU after the Reply is not the agreed RTR
-  kTerminateReceived,     // the peer sent a Terminate during setup (detail: its cause)
-  kConnectionReset,       // TCP reset during setup
-  kConnectionClosed,      // TCP closed by the peer during setup
-  kFpduError,             // an FPDU during setup failed to decode (detail: WireError)
-  kBacklogFull,           // the peer's listener was over its backlog: a Reject whose private
-                          // data is kBacklogFullMarker (listen_backlog.h); retrying may work
+  kRequestTimeout,       // responder: no complete MPA Request in time
+  kReplyTimeout,         // initiator: no complete MPA Reply in time
+  kRtrTimeout,           // responder: peer-to-peer RTR did not arrive in time
+  kMalformedFrame,       // the peer's Request/Reply did not decode (detail: WireError)
+  kUnexpectedFrame,      // a Request where a Reply belongs, or the other way round
+  kPeerRejected,         // the peer answered with the Reject flag (its private data attached)
+  kLocalRejected,        // our application rejected the Request
+  kRevisionUnsupported,  // the peer's revision cannot be met (and no fallback is allowed)
+  kMarkersRefused,       // markers were asked for by a side that cannot send them
+  kCrcRefused,           // CRC was asked for by a side configured to refuse it
+  kNoMatchingRtr,        // no RTR type both sides accept (RFC 6581 MPA code 0x07)
+  kInsufficientIrd,      // strict IRD/ORD check failed (RFC 6581 MPA code 0x06)
+  kPeerToPeerMismatch,   // Reply claims peer-to-peer when the Request did not offer it
+  kRtrMismatch,          // the first FPDU after the Reply is not the agreed RTR
+  kTerminateReceived,    // the peer sent a Terminate during setup (detail: its cause)
+  kConnectionReset,      // TCP reset during setup
+  kConnectionClosed,     // TCP closed by the peer during setup
+  kFpduError,            // an FPDU during setup failed to decode (detail: WireError)
+  kBacklogFull,          // the peer's listener was over its backlog: a Reject whose private
+                         // data is kBacklogFullMarker (listen_backlog.h); retrying may work
+  kLocalFrameInvalid,    // our own Request/Reply cannot be sent (private data and IRD/ORD
+                         // words over RFC 5044's 512 octets): a local error, not the peer's.
+                         // A responder sends a bare Reject instead, so the peer hears a no.
 };
+inline constexpr CmFailure kLastCmFailure = CmFailure::kLocalFrameInvalid;
 
 std::string_view failure_name(CmFailure f);   // stable id: "no_matching_rtr"
 std::string_view describe(CmFailure f);       // one sentence for a human

@@ -80,10 +80,35 @@ MpaHandshake MpaHandshake::responder(const MpaPolicy& policy, TimePoint now) {
 void MpaHandshake::send_frame(const wire::MpaFrame& frame) {
   auto bytes = wire::encode_mpa_frame(frame);
   if (!bytes) {
-    // Our own frame cannot be represented (private data over 512, IRD over 14 bits): a
-    // configuration error, reported like any other setup failure.
-    fail(CmFailure::kMalformedFrame,
-         "cannot encode our own MPA frame: " + std::string(wire::describe(bytes.error())));
+    // Our own frame cannot be represented: a local error (personalities are checked when
+    // they load, but an application can still hand accept(), reject() or connect() too
+    // much private data), never the peer's malformed frame.
+    const bool reply = frame.kind == wire::MpaFrameKind::kReply;
+    std::string detail =
+        std::string("our own MPA ") + (reply ? "Reply" : "Request") + " cannot be sent: ";
+    if (bytes.error() == wire::WireError::kMpaPrivateDataTooLong) {
+      // RFC 5044 s7.1: PD_Length at most 512; RFC 6581 s3: the IRD/ORD words count in it.
+      detail += std::to_string(frame.private_data.size()) + " octets of private data" +
+                (frame.enhanced ? " and the 4 octets of RFC 6581 IRD/ORD words" : "") +
+                " exceed the 512 octets RFC 5044 s7.1 allows";
+    } else {
+      detail += std::string(wire::describe(bytes.error()));
+    }
+    // A responder still owes the initiator an answer, and a bare Reject (no private data,
+    // no IRD/ORD words) always fits: the initiator hears a refusal, not a reset.
+    if (reply) {
+      wire::MpaFrame refusal;
+      refusal.kind = wire::MpaFrameKind::kReply;
+      refusal.revision = frame.revision;
+      refusal.crc = frame.crc;
+      refusal.markers = frame.markers;
+      refusal.reject = true;
+      if (auto bare = wire::encode_mpa_frame(refusal)) {
+        out_.insert(out_.end(), bare->begin(), bare->end());
+        sent_frame_ = refusal;
+      }
+    }
+    fail(CmFailure::kLocalFrameInvalid, std::move(detail), CloseKind::kGraceful);
     return;
   }
   out_.insert(out_.end(), bytes->begin(), bytes->end());

@@ -145,15 +145,27 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
       return a;
     }
     // Strict (RFC 6581 s3 without the relaxed lowering): each side's ORD must fit the
-    // other side's IRD as offered, in both directions.
+    // other side's IRD as offered, in both directions. RFC 6581 s3 leaves a responder
+    // whose IRD is below the initiator's ORD (an IRD of 0 against any ORD above 0) to raise
+    // its IRD, to answer and let the initiator lower its ORD, or to refuse; a strict one
+    // refuses. It knows before it answers, so its Reply is the refusal: the Reject flag
+    // (RFC 5044 s7.1), carrying the IRD and ORD it really has (not lowered: strict) so the
+    // initiator can see why, as iw_cxgb4 does (c4iw_accept_cr, send_mpa_reject). It does not
+    // accept and then Terminate: MPA code 0x06 is the answer of a side that learns of the
+    // mismatch only from a Reply, the initiator (settle_reply below).
     if (policy.strict_ird_ord && (req.ord > policy.ird || policy.ord > req.ird)) {
+      reply.reject = true;
+      reply.enhanced = wire::MpaEnhancedParams{.ird = policy.ird, .ord = policy.ord};
+      reply.private_data.clear();
       a.failure = CmFailure::kInsufficientIrd;
-      a.terminate = kInsufficientIrdCause;
-      a.detail = req.ord > policy.ird
-                     ? "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
-                           std::to_string(policy.ird) + " (strict)"
-                     : "responder ORD " + std::to_string(policy.ord) +
-                           " exceeds initiator IRD " + std::to_string(req.ird) + " (strict)";
+      if (req.ord > policy.ird) {
+        a.detail = "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
+                   std::to_string(policy.ird);
+      } else {
+        a.detail = "responder ORD " + std::to_string(policy.ord) + " exceeds initiator IRD " +
+                   std::to_string(req.ird);
+      }
+      a.detail += " (strict): rejected in the Reply";
       return a;
     }
   } else {
@@ -177,9 +189,20 @@ InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& req
     return fail(CmFailure::kUnexpectedFrame, "received an MPA Request where the Reply belongs");
   }
   if (reply.reject) {
-    return fail(CmFailure::kPeerRejected, "the responder rejected the connection (" +
-                                              std::to_string(reply.private_data.size()) +
-                                              " octets of private data)");
+    std::string detail = "the responder rejected the connection (" +
+                         std::to_string(reply.private_data.size()) + " octets of private data)";
+    // A revision-2 Reject may carry the responder's IRD and ORD (a strict responder's does):
+    // when they cannot meet ours, that is why (RFC 6581 s3).
+    if (request.enhanced && reply.enhanced) {
+      const auto& req = *request.enhanced;
+      const auto& rep = *reply.enhanced;
+      if (req.ord > rep.ird || rep.ord > req.ird) {
+        detail += "; its IRD " + std::to_string(rep.ird) + " / ORD " + std::to_string(rep.ord) +
+                  " do not fit this initiator's ORD " + std::to_string(req.ord) + " / IRD " +
+                  std::to_string(req.ird) + " (insufficient IRD, RFC 6581 s3)";
+      }
+    }
+    return fail(CmFailure::kPeerRejected, std::move(detail));
   }
   if (reply.revision > request.revision) {
     return fail(CmFailure::kRevisionUnsupported,

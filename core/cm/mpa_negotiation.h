@@ -11,8 +11,12 @@
 //     refused by a sender that cannot insert them.
 //   - peer-to-peer: when the initiator asks and the responder accepts, the responder picks
 //     one RTR type from both offers by its preference; none in common = MPA code 0x07.
-//   - IRD/ORD: each side's ORD is lowered to the peer's IRD (relaxed); a strict side fails
-//     with MPA code 0x06 instead.
+//   - IRD/ORD: each side's ORD is lowered to the peer's IRD (relaxed). A strict side lowers
+//     nothing and refuses a pair that does not fit both ways: a strict responder in its
+//     Reply (Reject, carrying its real IRD and ORD), a strict initiator, which learns the
+//     responder's IRD only from the Reply, with a Terminate carrying MPA code 0x06.
+//   - Our own frame must fit the wire (RFC 5044 s7.1: 512 octets of private data, IRD/ORD
+//     words included); one that does not is a local error (MpaHandshake: local_frame_invalid).
 #pragma once
 
 #include <cstdint>
@@ -34,7 +38,7 @@ struct ResponderAnswer {
   wire::MpaFrame reply;                   // always sent, unless `reset`
   std::optional<NegotiatedParams> params; // set when the connection goes ahead
   std::optional<CmFailure> failure;       // set when it does not
-  std::optional<wire::TerminateCause> terminate;  // sent after the Reply (RFC 6581 codes)
+  std::optional<wire::TerminateCause> terminate;  // sent after an accepting Reply (0x07)
   bool reset = false;                     // abort the TCP connection instead of answering
   std::string detail;
 };

@@ -1,10 +1,12 @@
 #include "core/cm/personality.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -313,6 +315,47 @@ std::string dir_list(const std::vector<fs::path>& dirs) {
   return out;
 }
 
+// What a file that is not a regular file is, for the error.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+// The checks on the file's type and size, shared by stat() before the open and fstat()
+// after it. Empty when the file may be read.
+std::optional<std::string> unreadable(const fs::path& path, const struct stat& st) {
+  if (S_ISDIR(st.st_mode)) return path.string() + ": is a directory, not a personality file";
+  if (!S_ISREG(st.st_mode)) {
+    return path.string() + ": not a regular file (" + std::string(file_kind(st.st_mode)) +
+           "); a personality is a JSON file";
+  }
+  if (static_cast<std::uintmax_t>(st.st_size) > kMaxPersonalityFileOctets) {
+    return path.string() + ": larger than " + std::to_string(kMaxPersonalityFileOctets) +
+           " octets (" + std::to_string(st.st_size) + "), the cap for a personality file";
+  }
+  return std::nullopt;
+}
+
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+// Closes a descriptor on every return path.
+class FdGuard {
+ public:
+  explicit FdGuard(int fd) : fd_(fd) {}
+  ~FdGuard() { ::close(fd_); }
+  FdGuard(const FdGuard&) = delete;
+  FdGuard& operator=(const FdGuard&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 Expected<Personality, std::string> parse_personality(std::string_view json_text,
@@ -385,6 +428,23 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
                                        " octets, above \"mpa.private_data_limit\" (" +
                                        std::to_string(p.mpa.private_data_limit) + ")"));
     }
+    // What our own frames can carry (RFC 5044 s7.1: PD_Length at most 512 octets). In
+    // revision 2 the IRD and ORD words lead the private data and count in PD_Length (RFC
+    // 6581 s3), so 4 of the 512 are not the application's. A personality that could never
+    // send its Request or Reply is refused here, not on every connection later.
+    const bool enhanced = p.mpa.revision == wire::kMpaRevision2;
+    const std::size_t room =
+        wire::kMpaMaxPrivateDataRfc - (enhanced ? wire::kMpaEnhancedParamsLen : 0);
+    if (p.private_data.size() > room) {
+      return unexpected(ctx.at_key(
+          {}, "private_data",
+          "\"private_data\" is " + std::to_string(p.private_data.size()) +
+              " octets; an MPA revision-" + std::to_string(p.mpa.revision) +
+              " frame carries at most " + std::to_string(room) +
+              (enhanced ? " (RFC 5044 s7.1: 512 octets of private data, 4 of them the RFC 6581 "
+                          "s3 IRD/ORD words)"
+                        : " (RFC 5044 s7.1)")));
+    }
   }
   if (auto problems = validate(p.mpa); !problems.empty()) {
     std::string all;
@@ -398,19 +458,43 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
 }
 
 Expected<Personality, std::string> load_personality_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return unexpected(path.string() + ": no such personality file");
+  // A personality path is operator input and may name anything. stat() first, so a device
+  // node is refused without being opened (opening some has effects of its own); then open
+  // without blocking (a FIFO with no writer would otherwise hold us in open() for ever) and
+  // check the descriptor again, since the path may have changed in between.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return unexpected(path.string() + ": no such personality file");
+    return unexpected(path.string() + ": cannot be read: " + errno_text(err));
   }
-  if (fs::is_directory(path, ec)) {
-    return unexpected(path.string() + ": is a directory, not a personality file");
+  if (auto why = unreadable(path, st)) return unexpected(*why);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) {
+    return unexpected(path.string() + ": cannot be opened: " + errno_text(errno));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return unexpected(path.string() + ": cannot be read");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) return unexpected(path.string() + ": read error");
-  auto text = buf.str();
+  FdGuard guard(fd);
+  if (::fstat(guard.get(), &st) != 0) {
+    return unexpected(path.string() + ": cannot be read: " + errno_text(errno));
+  }
+  if (auto why = unreadable(path, st)) return unexpected(*why);
+  // Read one octet past the cap: a file that grew since fstat() is still caught.
+  std::string text(kMaxPersonalityFileOctets + 1, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(guard.get(), text.data() + got, text.size() - got);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return unexpected(path.string() + ": read error: " + errno_text(errno));
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  if (got > kMaxPersonalityFileOctets) {
+    return unexpected(path.string() + ": larger than " + std::to_string(kMaxPersonalityFileOctets) +
+                      " octets, the cap for a personality file");
+  }
+  text.resize(got);
   auto parsed = parse_personality(text, path.string(), path.stem().string());
   if (!parsed) return parsed;
   parsed->source_path = path.string();

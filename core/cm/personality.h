@@ -24,14 +24,21 @@
 //       "request_timeout_ms": 5000, "reply_timeout_ms": 10000, "rtr_timeout_ms": 5000,
 //       "first_fpdu_delay_ms": 0              initiator: wait after the Reply (kernel siw)
 //     },
-//     "private_data": "siw"                   UTF-8 text, at most private_data_limit octets
-//   }
+//     "private_data": "siw"                   UTF-8 text, at most private_data_limit octets,
+//   }                                         and what our own frames can carry (below)
 //
 // Every key in "mpa" is optional (the default is MpaPolicy's). An unknown key, a value of the
 // wrong type or out of range, and a policy cm::validate() objects to are errors; each error
 // is one sentence naming the file (and the line where it can be found).
+//
+// What the wire needs is checked when the file loads, so a personality that could never
+// send its frames is refused here rather than failing every connection later: an MPA frame
+// carries at most 512 octets of private data (RFC 5044 s7.1), and in revision 2 the IRD and
+// ORD words (4 octets, RFC 6581 s3) are among them, so "private_data" is at most 508 octets
+// for a revision-2 personality and 512 for a revision-1 one.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -62,7 +69,16 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
                                                      std::string_view origin,
                                                      std::string_view default_name = {});
 
+// Personality files are operator input (--personality takes any path), so they are read
+// defensively: only a regular file of at most this many octets (a real one is well under
+// 2 KiB) is read. Anything else is an error naming the file and what it is.
+inline constexpr std::size_t kMaxPersonalityFileOctets = 64 * 1024;
+
 // Reads and parses one file; the name defaults to the file stem. source_path is set.
+// Refuses, each with its own sentence: a missing file, a directory, anything that is not a
+// regular file (a FIFO, a device such as /dev/zero, a socket; the file is opened with
+// O_NONBLOCK, so a FIFO without a writer cannot hold the caller), and a file larger than
+// kMaxPersonalityFileOctets.
 Expected<Personality, std::string> load_personality_file(const std::filesystem::path& path);
 
 // Where personalities are looked up, in order:

@@ -331,7 +331,7 @@ void RdmapEndpoint::on_read_response_segment(const DdpHeader& h,
     return;
   }
   const std::uint64_t remaining = sink.length - rd.placed;
-  if (h.tagged_offset != sink.addr + rd.placed || payload.size() > remaining ||
+  if (h.tagged_offset != rd.sink_tagged_offset + rd.placed || payload.size() > remaining ||
       (h.last && payload.size() != remaining)) {
     terminate(wire::terminate_for_cause(kTaggedBaseOrBounds, ulpdu), this_read);
     return;
@@ -471,15 +471,19 @@ std::optional<OutgoingUlpdu> RdmapEndpoint::next_from_send_queue() {
   if (is_read) {
     const std::uint32_t msn = seq_.next_read_msn_tx++;
     u.header_length = wire::encode_ddp_header(wire::read_request_header(msn), u.header);
-    const auto body = wire::encode_read_request(
-        wire::ReadRequest{.sink_stag = e.wr.sge.lkey,
-                          .sink_tagged_offset = e.wr.sge.addr,
-                          .size = e.wr.sge.length,
-                          .source_stag = e.wr.remote_stag,
-                          .source_tagged_offset = e.wr.remote_addr});
+    // The peer names our sink by (STag, tagged offset) in its Read Response (RFC 5040
+    // s5.2): the sink's offset within its region, not its address (memory_registry.h).
+    // A zero-length Read names no memory (its lkey may be 0): offset 0.
+    const std::uint64_t sink_to = memory_.tagged_offset(e.wr.sge.lkey, e.wr.sge.addr).value_or(0);
+    const auto body =
+        wire::encode_read_request(wire::ReadRequest{.sink_stag = e.wr.sge.lkey,
+                                                    .sink_tagged_offset = sink_to,
+                                                    .size = e.wr.sge.length,
+                                                    .source_stag = e.wr.remote_stag,
+                                                    .source_tagged_offset = e.wr.remote_addr});
     std::copy(body.begin(), body.end(), u.header.begin() + u.header_length);
     u.header_length += body.size();
-    orq_.push_back(OutstandingRead{.wr = e.wr, .msn = msn});
+    orq_.push_back(OutstandingRead{.wr = e.wr, .msn = msn, .sink_tagged_offset = sink_to});
     send_queue_.pop_front();
     counters_.reads_outstanding = orq_.size();
     tx_current_ = TxSource::kNone;

@@ -17,7 +17,10 @@
 //   - RDMA Write / Read Response: STag, bounds and rights via MemoryRegistry.
 //   - RDMA Read: at most `ord` of ours outstanding (more wait in the send queue); at most
 //     `ird` of the peer's accepted, more is a Terminate; source checked for remote read.
-//   - Send with Invalidate: the named STag stops granting access.
+//   - Send with Invalidate: the named STag stops granting access; one the peer was never
+//     given remote access to cannot be invalidated (RDMAP 0/2/0x09, MemoryRegistry).
+//   - Tagged offsets are the registry's (0-based unless the region asks for addresses):
+//     a Read Request names our sink by its offset in its region, never by its address.
 //   - Messages larger than the MULPDU leave as several DDP segments (MO / TO advance, L on
 //     the last), and arrive that way too.
 #pragma once
@@ -132,6 +135,7 @@ class RdmapEndpoint {
     SendWr wr;
     std::uint32_t msn = 0;  // of its Read Request, to match a Terminate about it
     std::uint32_t placed = 0;
+    std::uint64_t sink_tagged_offset = 0;  // what the Read Request named, for the Response
   };
   // A Read Request from the peer awaiting our Read Response (the IRQ, RFC 5040 s5.2).
   struct PeerRead {

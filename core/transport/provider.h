@@ -103,6 +103,17 @@ class Connection {
   // Registers memory for local and remote access; returns the STag (lkey == rkey).
   virtual std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access) = 0;
   virtual bool deregister_memory(std::uint32_t stag) = 0;
+  // The tagged offset a peer names the octet at `addr` of region `stag` by: advertise it
+  // with the STag for RDMA Write and Read (SendWr::remote_addr on the peer's side). Work
+  // requests on this side keep naming local buffers by address (Sge::addr). The tcp
+  // provider counts offsets from 0 in each region (memory_registry.h), so nothing a peer is
+  // told reveals our address space, unless registered with rdmap::kTaggedOffsetIsAddress;
+  // nullopt for an unknown STag or an address outside the region. This default is the verbs
+  // convention (TO = virtual address), which the verbs provider keeps: the device uses it.
+  virtual std::optional<std::uint64_t> tagged_offset(std::uint32_t stag, const void* addr) const {
+    (void)stag;
+    return reinterpret_cast<std::uint64_t>(addr);
+  }
 
   virtual std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) = 0;
   virtual std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) = 0;

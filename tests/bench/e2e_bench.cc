@@ -245,7 +245,8 @@ double our_write_stream_gbps(bool crc, double seconds, std::size_t chunk) {
                                          rdmap::kRemoteWrite | rdmap::kLocalWrite);
     const auto ctl = c->register_memory(done.data(), done.size(), rdmap::kLocalWrite);
     c->post_recv({.wr_id = 1, .sge = {reinterpret_cast<std::uint64_t>(done.data()), 16, ctl}});
-    std::uint64_t msg[2] = {stag, reinterpret_cast<std::uint64_t>(sink_buf.data())};
+    // Advertised by tagged offset (0 on the tcp provider), not by address.
+    std::uint64_t msg[2] = {stag, c->tagged_offset(stag, sink_buf.data()).value_or(0)};
     const auto adv_key = c->register_memory(msg, sizeof msg, 0);
     c->post_send({.wr_id = 2, .opcode = rdmap::WrOpcode::kSend,
                   .sge = {reinterpret_cast<std::uint64_t>(msg), sizeof msg, adv_key}});

@@ -8,6 +8,8 @@ real one) with a personality written to a temporary directory with short MPA tim
 from __future__ import annotations
 
 import json
+import os
+import resource
 import signal
 import socket
 import subprocess
@@ -258,6 +260,62 @@ def test_bad_personality_file_names_file_and_line(rdma_probe, tmp_path):
     run = rdma_probe("serve", "--listen", "tcp://127.0.0.1:0", "--personality", str(unknown))
     assert run.returncode == 2
     assert 'unknown key "mpa.rtr"' in run.stderr, run.stderr
+
+
+def _serve_with_personality(probe: Path, personality: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
+    """`rdma-probe serve` with a personality that must be refused at load; the address space
+    is capped (1 GiB) so a probe that tried to read /dev/zero whole fails fast instead of
+    eating the machine's memory, and the wait is bounded so a blocked open fails the test."""
+
+    def cap_memory() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    try:
+        return subprocess.run(
+            [str(probe), "serve", "--listen", "tcp://127.0.0.1:0", "--personality", personality],
+            capture_output=True, text=True, timeout=timeout, preexec_fn=cap_memory)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"rdma-probe serve --personality {personality} still running after {timeout} s "
+                    f"(stderr: {e.stderr!r})")
+
+
+def test_personality_dev_zero_exits_2_quickly_with_a_readable_message(probe):
+    start = time.monotonic()
+    run = _serve_with_personality(str(probe), "/dev/zero")
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert "/dev/zero: not a regular file (a character device)" in run.stderr, run.stderr
+    assert "terminate called" not in run.stderr and "bad_alloc" not in run.stderr
+    assert time.monotonic() - start < 5
+
+
+def test_personality_fifo_exits_2_without_waiting_for_a_writer(probe, tmp_path):
+    fifo = tmp_path / "peer.json"
+    os.mkfifo(fifo)
+    run = _serve_with_personality(str(probe), str(fifo))
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert f"{fifo}: not a regular file (a FIFO)" in run.stderr, run.stderr
+
+
+def test_personality_above_the_size_cap_exits_2(probe, tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"name": "big", "description": "d" * (64 * 1024)}))
+    run = _serve_with_personality(str(probe), str(big))
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert "larger than 65536 octets" in run.stderr, run.stderr
+
+
+def test_personality_whose_private_data_cannot_fit_a_revision_2_frame_exits_2(probe, tmp_path):
+    # RFC 5044 s7.1: 512 octets of private data, 4 of them the RFC 6581 IRD/ORD words in
+    # revision 2. Refused at load, rather than every Reply failing as the peer's fault.
+    data = json.loads((SHIPPED_PERSONALITIES / "strict.json").read_text())
+    data["name"] = "chatty"
+    data["private_data"] = "x" * 510
+    path = tmp_path / "chatty.json"
+    path.write_text(json.dumps(data))
+    run = _serve_with_personality(str(probe), str(path))
+    assert run.returncode == 2, (run.returncode, run.stderr)
+    assert str(path) in run.stderr and '"private_data" is 510 octets' in run.stderr, run.stderr
+    assert "508" in run.stderr, run.stderr
 
 
 def test_personalities_lists_name_and_description(rdma_probe):

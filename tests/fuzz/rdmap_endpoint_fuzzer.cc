@@ -66,10 +66,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
   };
   drain();
-  // Tagged offsets are virtual addresses, unknowable to a corpus file. With config bit 0x20
-  // the harness rebases them (offset modulo 8 KiB from the region the STag names) so that
-  // placement inside and just past the regions is reached, not only the rejections.
+  // Tagged offsets count from 0 in each region (memory_registry.h), but a corpus file's are
+  // arbitrary 64-bit values. With config bit 0x20 the harness rebases them (offset modulo
+  // 8 KiB from the first tagged offset of the region the STag names) so that placement
+  // inside and just past the regions is reached, not only the rejections.
   const bool rebase = (config & 0x20) != 0;
+  auto first_offset = [&](std::uint32_t stag, const std::vector<std::uint8_t>& region) {
+    return memory.tagged_offset(stag, reinterpret_cast<std::uint64_t>(region.data())).value_or(0);
+  };
   std::vector<std::uint8_t> ulpdu;
   while (!in.empty()) {
     const std::size_t n = in.u16() % 2048;
@@ -77,13 +81,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     ulpdu.assign(raw.begin(), raw.end());
     if (rebase && ulpdu.size() >= 14 && (ulpdu[0] & 0x80) != 0) {
       const std::uint32_t stag = load_be32(&ulpdu[2]);
-      const auto base = reinterpret_cast<std::uint64_t>(stag == local_stag ? local.data()
-                                                                           : remote.data());
+      const auto base =
+          stag == local_stag ? first_offset(local_stag, local) : first_offset(remote_stag, remote);
       store_be64(&ulpdu[6], base + (load_be64(&ulpdu[6]) & 0x1fff));
     }
     if (rebase && ulpdu.size() >= 18 + 28 && (ulpdu[0] & 0x80) == 0 && (ulpdu[1] & 0x0f) == 1) {
       // A Read Request's source tagged offset (RFC 5040 s4.4), in our remote region.
-      const auto base = reinterpret_cast<std::uint64_t>(remote.data());
+      const auto base = first_offset(remote_stag, remote);
       store_be64(&ulpdu[18 + 20], base + (load_be64(&ulpdu[18 + 20]) & 0x1fff));
     }
     ep.on_ulpdu(ulpdu);

@@ -167,6 +167,8 @@ def judge(exp: Expectation, report: Mapping[str, Any] | None, exit_code: int,
     if exp.terminate_code is not None:
         other_text = (f"learns it from the Terminate (MPA code 0x{exp.terminate_code:02x}): "
                       + " or ".join(sorted(other_failures)))
+    elif other_failures == {"peer_rejected"}:
+        other_text = "learns it from the Reject in the Reply (peer_rejected)"
     else:
         other_text = f"sees the connection end ({' / '.join(sorted(other_failures))})"
     why = "; ".join(r for r in exp.rules if not r.startswith(("CRC:", "relaxed "))) or exp.summary

@@ -29,15 +29,20 @@ Responder, on it         1. PD_Length (private data, + 8 octets of IRD/ORD in re
                             (ORD) than its peer accepts (IRD). Relaxed: a side lowers its own
                             ORD to the peer's IRD. Strict (strict_ird_ord): it adjusts nothing,
                             so the pair must fit both ways - its ORD within the peer's IRD and
-                            the peer's ORD within its IRD - or it fails with MPA error code
-                            0x06 (insufficient IRD resources), as Linux siw does without
-                            relaxed_ird_negotiation. The peer learns it from the Terminate.
+                            the peer's ORD within its IRD - or it refuses. A strict responder
+                            sees both before it answers, so its Reply is the refusal: the
+                            Reject flag (RFC 5044 s7.1), as iw_cxgb4 does without
+                            relaxed_ird_negotiation (c4iw_accept_cr). An IRD of 0 against any
+                            ORD above 0 is this case. The initiator sees peer_rejected.
 Initiator, on the Reply  7. A revision-1 Reply to a revision-2 Request, or a reset: retry in
                             revision 1 when fallback_to_revision1 (cxgb4), else fail (siw):
                             revision_unsupported (a reset looks like connection_reset to it).
                          8. C set in the Reply and crc == refuse: crc_refused.
                          9. M set in the Reply and it cannot send markers: markers_refused.
-                        10. Strict IRD/ORD as in 6, against the Reply's IRD and ORD.
+                        10. Strict IRD/ORD as in 6, against the Reply's IRD and ORD: the
+                            initiator learns the responder's only from the Reply, so it fails
+                            after it with a Terminate, MPA error code 0x06 (insufficient IRD
+                            resources). The responder learns it from the Terminate.
                         11. Peer-to-peer: it sends the RTR. A personality with send_rtr false
                             never does; the responder must not report the connection
                             established without it (RFC 6581 s3) and fails after its
@@ -63,7 +68,9 @@ from typing import Any, Literal
 RTR_TYPES = ("send", "write", "read")
 # mpa_policy.h: "types missing from the preference list come after it, Read, Write, Send".
 RTR_DEFAULT_ORDER = ("read", "write", "send")
-MPA_HEADER_WORDS = 8  # RFC 6581 s3: the IRD and ORD words count in PD_Length
+MPA_HEADER_WORDS = 4  # RFC 6581 s3: the IRD and ORD words (16 bits each) count in PD_Length
+# RFC 5044 s7.1: at most 512 octets of private data in an MPA frame (PD_Length).
+MPA_MAX_PRIVATE_DATA = 512
 # RFC 5040 s7.2 Terminate: layer LLP (2), error type MPA (0); RFC 6581 s3 codes.
 TERMINATE_LAYER_LLP = 2
 TERMINATE_ETYPE_MPA = 0
@@ -135,12 +142,19 @@ class Personality:
     @classmethod
     def load(cls, path: Path) -> Personality:
         doc = json.loads(path.read_text())
-        return cls(
+        p = cls(
             name=doc.get("name", path.stem),
             policy=Policy.from_json(doc.get("mpa", {}), str(path)),
             private_data=str(doc.get("private_data", "")).encode(),
             description=doc.get("description", ""),
         )
+        # Its own frames must carry its private data (RFC 5044 s7.1, with the IRD/ORD words
+        # of revision 2 inside the 512 octets): rdma-probe refuses such a file when it loads.
+        room = MPA_MAX_PRIVATE_DATA - (MPA_HEADER_WORDS if p.policy.revision == 2 else 0)
+        if len(p.private_data) > room:
+            raise ValueError(f"{path}: private_data is {len(p.private_data)} octets; a "
+                             f"revision-{p.policy.revision} frame carries at most {room}")
+        return p
 
 
 def load_personalities(directory: Path) -> dict[str, Personality]:
@@ -297,9 +311,10 @@ def _attempt(ini_p: Personality, res_p: Personality, revision: int) -> dict[str,
     if rev == 2:
         if R.strict_ird_ord and (I.ord > R.ird or R.ord > I.ird):
             why(f"strict responder: initiator's ORD {I.ord} / IRD {I.ird} against its IRD "
-                f"{R.ird} / ORD {R.ord} do not fit (MPA code 0x06)")
-            return failure("insufficient_ird", "responder", "both sides fail: insufficient IRD",
-                           peer_sees=INSUFFICIENT_IRD_SEEN, terminate=MPA_CODE_INSUFFICIENT_IRD)
+                f"{R.ird} / ORD {R.ord} do not fit; it rejects in its Reply (RFC 5044 s7.1)")
+            return failure("insufficient_ird", "responder",
+                           "strict responder rejects: insufficient IRD",
+                           peer_sees={"peer_rejected"})
         res_ord = min(R.ord, I.ird)
         if res_ord != R.ord:
             why(f"relaxed responder lowers its ORD {R.ord} to the initiator's IRD {I.ird}")

@@ -16,7 +16,9 @@ SCENARIOS = [
     # RFC 6581 s3: no RTR type both accept; Terminate with MPA error code 0x07 on both sides.
     pytest.param("send-rtr-only", "siw", "no_matching_rtr",
                  id="send_only_rtr_initiator_meets_siw_no_matching_rtr"),
-    # RFC 6581 s3: an ORD above the peer's IRD that may not be lowered; MPA error code 0x06.
+    # RFC 6581 s3: an ORD above the peer's IRD that may not be lowered. A strict initiator
+    # learns it from the Reply and Terminates (MPA error code 0x06); a strict responder knows
+    # before it answers and rejects in its Reply (RFC 5044 s7.1).
     pytest.param("deep-ord-strict", "siw", "insufficient_ird",
                  id="strict_initiator_ord_above_siw_ird_insufficient_ird"),
     pytest.param("siw", "deep-ord-strict", "insufficient_ird",

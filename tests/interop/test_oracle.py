@@ -66,18 +66,28 @@ def test_relaxed_side_lowers_its_ord_to_the_peers_ird() -> None:
     assert (e.responder_view["peer_ird"], e.responder_view["peer_ord"]) == (8, 32)
 
 
-@pytest.mark.parametrize("strict_side", ["initiator", "responder"])
-def test_strict_side_whose_ord_exceeds_the_peers_ird_fails_with_mpa_code_6(strict_side: str) -> None:
-    deep = peer("deep", ord=64, strict_ird_ord=True)
-    shallow = peer("shallow", ird=16)
-    e = expect(deep, shallow) if strict_side == "initiator" else expect(shallow, deep)
-    assert (e.failure, e.decided_by, e.terminate_code) == ("insufficient_ird", strict_side, 6)
+def test_strict_initiator_whose_ord_exceeds_the_responders_ird_fails_with_mpa_code_6() -> None:
+    # It learns the responder's IRD only from the Reply: the Terminate is its answer.
+    e = expect(peer("deep", ord=64, strict_ird_ord=True), peer("shallow", ird=16))
+    assert (e.failure, e.decided_by, e.terminate_code) == ("insufficient_ird", "initiator", 6)
+    assert e.responder_failures == {"insufficient_ird", "terminate_received"}
 
 
-def test_strict_responder_fails_when_the_initiators_ord_exceeds_its_ird() -> None:
-    e = expect(peer("cx", ird=32, ord=32), peer("strict", ird=16, ord=16, strict_ird_ord=True))
-    assert (e.failure, e.decided_by, e.terminate_code) == ("insufficient_ird", "responder", 6)
-    # A relaxed responder leaves the initiator to lower its ORD instead.
+@pytest.mark.parametrize(("initiator", "responder"), [
+    (peer("shallow", ird=16), peer("deep", ord=64, strict_ird_ord=True)),       # its own ORD
+    (peer("cx", ird=32, ord=32), peer("strict", ird=16, ord=16, strict_ird_ord=True)),
+    (peer("reader", ird=16, ord=16), peer("no-reads", ird=0, ord=16, strict_ird_ord=True)),
+], ids=["own_ord_above_initiator_ird", "initiator_ord_above_its_ird", "ird_0"])
+def test_strict_responder_refuses_in_its_reply_not_with_a_terminate(
+        initiator: Personality, responder: Personality) -> None:
+    # It sees the initiator's IRD and ORD before it answers, so its Reply is the refusal
+    # (the Reject flag, RFC 5044 s7.1), not an acceptance followed by a Terminate.
+    e = expect(initiator, responder)
+    assert (e.failure, e.decided_by, e.terminate_code) == ("insufficient_ird", "responder", None)
+    assert e.initiator_failures == {"peer_rejected"}
+
+
+def test_relaxed_responder_leaves_the_initiator_to_lower_its_ord() -> None:
     assert expect(peer("cx", ird=32, ord=32), peer("relaxed", ird=16, ord=16)).ok
 
 
@@ -108,9 +118,20 @@ def test_initiator_that_never_sends_its_rtr_times_the_responder_out() -> None:
 
 
 def test_private_data_over_the_responders_limit_is_a_malformed_request() -> None:
-    big = Personality("big", Policy(), b"x" * 250)
-    e = expect(big, peer("r", private_data_limit=256))  # 250 + 8 octets of IRD/ORD > 256
+    # RFC 6581 s3: the IRD and ORD words (4 octets) count in PD_Length.
+    e = expect(Personality("big", Policy(), b"x" * 253), peer("r", private_data_limit=256))
     assert (e.failure, e.decided_by) == ("malformed_frame", "responder")
+    assert expect(Personality("fits", Policy(), b"x" * 252), peer("r", private_data_limit=256)).ok
+
+
+def test_personality_whose_own_frame_cannot_carry_its_private_data_does_not_load(tmp_path: Path) -> None:
+    # RFC 5044 s7.1: 512 octets at most, the 4 IRD/ORD octets included in revision 2.
+    path = tmp_path / "chatty.json"
+    path.write_text('{"name": "chatty", "mpa": {"revision": 2}, "private_data": "' + "x" * 509 + '"}')
+    with pytest.raises(ValueError, match="private_data.*509 octets.*508"):
+        Personality.load(path)
+    path.write_text('{"name": "old", "mpa": {"revision": 1}, "private_data": "' + "x" * 512 + '"}')
+    assert len(Personality.load(path).private_data) == 512
 
 
 def test_unknown_personality_keys_are_errors() -> None:

@@ -299,9 +299,11 @@ def run_client(provider: Provider, uri: str, policy: MpaPolicy, *, count: int = 
             want = rping_start_buffer(ping, size)
             ep.start[:] = want
             ep.rdma[:size] = bytes(size)
-            ep.send_info(ep.start_mr.addr, ep.start_mr.stag, size, "send start advertisement")
+            # A region is advertised by its tagged offset (0 on the tcp provider, the
+            # address on verbs), which is what the server names it by.
+            ep.send_info(ep.start_mr.tagged_offset, ep.start_mr.stag, size, "send start advertisement")
             ep.recv_info("recv go-ahead after the server's RDMA Read")
-            ep.send_info(ep.rdma_mr.addr, ep.rdma_mr.stag, size, "send sink advertisement")
+            ep.send_info(ep.rdma_mr.tagged_offset, ep.rdma_mr.stag, size, "send sink advertisement")
             ep.recv_info("recv go-ahead after the server's RDMA Write")
             got = bytes(ep.rdma[:size])
             if got != want:

@@ -356,7 +356,7 @@ def test_our_responder_answers_every_fault_as_the_rfcs_require(
         client, conn = our_responder(0)
         mr = conn.register(bytearray(64), Access.LOCAL_WRITE | Access.REMOTE_READ
                            | Access.REMOTE_WRITE)
-        offending = make(client, mr.stag, mr.addr)
+        offending = make(client, mr.stag, mr.tagged_offset)
         wire = client.fpdu(offending)
         client.send_raw(client.corrupt_crc(wire) if name == "bad_crc" else wire)
         verdict = judge(RULES[name].expectation(offending), client.observe(5.0, linger_s=1.0))

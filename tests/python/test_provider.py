@@ -294,7 +294,7 @@ def test_rdma_write_and_read_64k_verified(connect_pair: Callable[..., Pair]) -> 
     # RDMA Write, then a Send: DDP places the Write before the Send completes (RFC 5040 s5.5).
     data = bytearray(pattern(1, SIXTY_FOUR_KIB))
     data_mr = ini.register(data)
-    ini.post_send(WrOpcode.RDMA_WRITE, data_mr, wr_id=1, remote_stag=sink_mr.stag, remote_addr=sink_mr.addr)
+    ini.post_send(WrOpcode.RDMA_WRITE, data_mr, wr_id=1, remote_stag=sink_mr.stag, remote_addr=sink_mr.tagged_offset)
     ini.post_send(WrOpcode.SEND, wr_id=2)
     assert [(wc.wr_id, wc.status) for wc in poll_until(ini, 2)] == [(1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
     [recv] = poll_until(res, 1)
@@ -305,13 +305,35 @@ def test_rdma_write_and_read_64k_verified(connect_pair: Callable[..., Pair]) -> 
     landing = bytearray(SIXTY_FOUR_KIB)
     landing_mr = ini.register(landing, Access.LOCAL_WRITE)
     ini.post_send(
-        WrOpcode.RDMA_READ, landing_mr, wr_id=3, remote_stag=source_mr.stag, remote_addr=source_mr.addr
+        WrOpcode.RDMA_READ, landing_mr, wr_id=3, remote_stag=source_mr.stag, remote_addr=source_mr.tagged_offset
     )
     [read] = poll_until(ini, 1)
     assert (read.wr_id, read.opcode, read.status, read.byte_len) == (
         3, WcOpcode.RDMA_READ, WcStatus.SUCCESS, SIXTY_FOUR_KIB,
     )
     assert landing == source
+
+
+def test_tagged_offsets_count_from_zero_and_reveal_no_address(connect_pair: Callable[..., Pair]) -> None:
+    """A region is named by (STag, offset from its start), so nothing we advertise shows
+    where our memory is; RFC 5041 s2: a tagged offset is an offset into the tagged buffer."""
+    pair = connect_pair("siw", "siw")
+    ini, res = pair.initiator, pair.responder
+    sink = bytearray(4096)
+    sink_mr = res.register(sink, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ)
+    data = bytearray(pattern(7, 100))
+    ini.post_send(WrOpcode.RDMA_WRITE, ini.register(data), wr_id=1, remote_stag=sink_mr.stag,
+                  remote_addr=1000)
+    landing = bytearray(100)
+    ini.post_send(WrOpcode.RDMA_READ, ini.register(landing, Access.LOCAL_WRITE), wr_id=2,
+                  remote_stag=sink_mr.stag, remote_addr=1000)
+    assert [(wc.wr_id, wc.status) for wc in poll_until(ini, 2)] == [
+        (1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
+    assert sink[1000:1100] == data and landing == data
+    assert sink_mr.tagged_offset == 0
+    # The verbs convention (tagged offset = virtual address) on request.
+    verbs_style = res.register(bytearray(64), Access.REMOTE_READ | Access.TAGGED_OFFSET_IS_ADDRESS)
+    assert verbs_style.tagged_offset == verbs_style.addr != 0
 
 
 def test_read_without_remote_read_right_completes_with_remote_access_error(
@@ -322,7 +344,7 @@ def test_read_without_remote_read_right_completes_with_remote_access_error(
     private_mr = pair.responder.register(private, Access.LOCAL_WRITE)  # no REMOTE_READ
     landing_mr = pair.initiator.register(bytearray(4096), Access.LOCAL_WRITE)
     pair.initiator.post_send(
-        WrOpcode.RDMA_READ, landing_mr, wr_id=5, remote_stag=private_mr.stag, remote_addr=private_mr.addr
+        WrOpcode.RDMA_READ, landing_mr, wr_id=5, remote_stag=private_mr.stag, remote_addr=private_mr.tagged_offset
     )
     [wc] = poll_until(pair.initiator, 1)
     assert (wc.wr_id, wc.status) == (5, WcStatus.REMOTE_ACCESS_ERROR)

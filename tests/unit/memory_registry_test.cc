@@ -1,11 +1,13 @@
-// MemoryRegistry: STags, remote and local access checks, and the Terminate cause each failed
-// check maps to (RFC 5040 s7.1, RFC 5041 s7.2; layers as Linux siw picks them).
+// MemoryRegistry: STags, tagged offsets, remote and local access checks, and the Terminate
+// cause each failed check maps to (RFC 5040 s7.1, RFC 5041 s7.2; layers as Linux siw picks
+// them).
 #include "core/rdmap/memory_registry.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace rdma_interop::rdmap {
@@ -47,14 +49,36 @@ TEST_F(MemoryRegistryTest, StagsAreNonZeroAndDistinct) {
   EXPECT_TRUE(registry_.find(a)->valid);
 }
 
-TEST_F(MemoryRegistryTest, TaggedOffsetIsTheVirtualAddress) {
-  const auto stag = registry_.register_region(buffer_.data(), buffer_.size(), kRemoteWrite);
+TEST_F(MemoryRegistryTest, TaggedOffsetIsTheVirtualAddressWhenAskedFor) {
+  // The verbs convention (ibv_reg_mr: TO = virtual address), on request.
+  const auto stag = registry_.register_region(buffer_.data(), buffer_.size(),
+                                              kRemoteWrite | kTaggedOffsetIsAddress);
   auto r = registry_.check_remote(stag, va(100), 50, RemoteAccess::kTaggedPlacement);
   ASSERT_TRUE(r);
   EXPECT_EQ(*r, buffer_.data() + 100);
   auto whole = registry_.check_remote(stag, va(), buffer_.size(), RemoteAccess::kTaggedPlacement);
   ASSERT_TRUE(whole);
   EXPECT_EQ(*whole, buffer_.data());
+  EXPECT_EQ(registry_.find(stag)->base_tagged_offset, va());
+  EXPECT_EQ(registry_.tagged_offset(stag, va(100)), va(100));
+  // Offsets from 0 name nothing in it.
+  EXPECT_FALSE(registry_.check_remote(stag, 100, 50, RemoteAccess::kTaggedPlacement));
+}
+
+TEST_F(MemoryRegistryTest, TaggedOffsetOfALocalAddressIsWhatToAdvertise) {
+  const auto zero_based = registry_.register_region(buffer_.data() + 16, 64, kRemoteRead);
+  EXPECT_EQ(registry_.find(zero_based)->base_tagged_offset, 0u);
+  EXPECT_EQ(registry_.tagged_offset(zero_based, va(16)), 0u);
+  EXPECT_EQ(registry_.tagged_offset(zero_based, va(16 + 10)), 10u);
+  EXPECT_EQ(registry_.tagged_offset(zero_based, va(16 + 64)), 64u);  // one past the end
+  EXPECT_FALSE(registry_.tagged_offset(zero_based, va(16 + 65)));
+  EXPECT_FALSE(registry_.tagged_offset(zero_based, va(15)));
+  EXPECT_FALSE(registry_.tagged_offset(0x7700, va(16)));
+  // What it returns is what check_remote() takes.
+  auto r = registry_.check_remote(zero_based, *registry_.tagged_offset(zero_based, va(40)), 8,
+                                  RemoteAccess::kReadSource);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, buffer_.data() + 40);
 }
 
 TEST_F(MemoryRegistryTest, UnknownStagIsDdpInvalidStagForPlacementAndRdmapForReadSource) {
@@ -67,35 +91,43 @@ TEST_F(MemoryRegistryTest, UnknownStagIsDdpInvalidStagForPlacementAndRdmapForRea
 }
 
 TEST_F(MemoryRegistryTest, OutOfBoundsIsBaseOrBounds) {
-  const auto stag = registry_.register_region(buffer_.data() + 16, 64, kRemoteWrite | kRemoteRead);
-  for (auto [offset, length] : {std::pair<std::size_t, std::size_t>{0, 8},  // below base
-                                {16, 65},                                   // one past the end
-                                {80, 1},                                    // starts at end
-                                {40, 4096}}) {
-    auto w = registry_.check_remote(stag, va(offset), length, RemoteAccess::kTaggedPlacement);
-    ASSERT_FALSE(w) << offset << "+" << length;
-    EXPECT_EQ(w.error(), kDdpBounds);
-    auto r = registry_.check_remote(stag, va(offset), length, RemoteAccess::kReadSource);
-    ASSERT_FALSE(r);
-    EXPECT_EQ(r.error(), kRdmapBounds);
+  // Both conventions: offsets from 0, and addresses (where "below the base" exists).
+  for (const std::uint32_t convention : {0u, std::uint32_t{kTaggedOffsetIsAddress}}) {
+    SCOPED_TRACE(convention == 0 ? "zero-based" : "address");
+    const auto stag =
+        registry_.register_region(buffer_.data() + 16, 64, kRemoteWrite | kRemoteRead | convention);
+    const std::uint64_t base = registry_.find(stag)->base_tagged_offset;
+    std::vector<std::pair<std::uint64_t, std::size_t>> cases = {
+        {base, 65},      // one past the end
+        {base + 64, 1},  // starts at the end
+        {base + 24, 4096}};
+    if (base >= 8) cases.push_back({base - 8, 8});  // below the base
+    for (auto [to, length] : cases) {
+      auto w = registry_.check_remote(stag, to, length, RemoteAccess::kTaggedPlacement);
+      ASSERT_FALSE(w) << to - base << "+" << length;
+      EXPECT_EQ(w.error(), kDdpBounds);
+      auto r = registry_.check_remote(stag, to, length, RemoteAccess::kReadSource);
+      ASSERT_FALSE(r);
+      EXPECT_EQ(r.error(), kRdmapBounds);
+    }
+    EXPECT_TRUE(registry_.check_remote(stag, base + 63, 1, RemoteAccess::kTaggedPlacement));
   }
-  EXPECT_TRUE(registry_.check_remote(stag, va(16 + 63), 1, RemoteAccess::kTaggedPlacement));
 }
 
 TEST_F(MemoryRegistryTest, MissingRightsAreRdmapAccessRightsForBothKinds) {
   const auto read_only = registry_.register_region(buffer_.data(), 64, kRemoteRead);
   const auto write_only = registry_.register_region(buffer_.data(), 64, kRemoteWrite);
-  auto w = registry_.check_remote(read_only, va(), 8, RemoteAccess::kTaggedPlacement);
+  auto w = registry_.check_remote(read_only, 0, 8, RemoteAccess::kTaggedPlacement);
   ASSERT_FALSE(w);
   EXPECT_EQ(w.error(), kRdmapRights);
-  auto r = registry_.check_remote(write_only, va(), 8, RemoteAccess::kReadSource);
+  auto r = registry_.check_remote(write_only, 0, 8, RemoteAccess::kReadSource);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), kRdmapRights);
 }
 
 TEST_F(MemoryRegistryTest, RightsAreCheckedBeforeBoundsAsSiwDoes) {
   const auto read_only = registry_.register_region(buffer_.data(), 64, kRemoteRead);
-  auto w = registry_.check_remote(read_only, va(1000), 8, RemoteAccess::kTaggedPlacement);
+  auto w = registry_.check_remote(read_only, 1000, 8, RemoteAccess::kTaggedPlacement);
   ASSERT_FALSE(w);
   EXPECT_EQ(w.error(), kRdmapRights);
 }
@@ -169,6 +201,45 @@ TEST_F(MemoryRegistryTest, LocalChecksNeedLocalWriteOnlyForWrites) {
   auto unknown = registry_.check_local(0x9900, va(), 8, false);
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error(), kDdpInvalidStag);
+}
+
+// ---- Review findings -------------------------------------------------------------------
+
+constexpr TerminateCause kCannotInvalidate{TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                           wire::kRdmapCodeCannotInvalidate};
+
+// A peer may invalidate only what it could use: an STag enabled for remote access. Receive
+// buffers and send buffers (local write or nothing) were never the peer's to revoke.
+TEST_F(MemoryRegistryTest, RemoteInvalidationOfALocalOnlyStagIsCannotInvalidate) {
+  const auto receive = registry_.register_region(buffer_.data(), 64, kLocalWrite);
+  const auto send = registry_.register_region(buffer_.data() + 64, 64, 0);
+  for (auto stag : {receive, send}) {
+    auto inv = registry_.invalidate(stag);
+    ASSERT_FALSE(inv) << std::hex << stag;
+    EXPECT_EQ(inv.error(), kCannotInvalidate);
+    EXPECT_TRUE(registry_.find(stag)->valid);
+  }
+  EXPECT_TRUE(registry_.check_local(receive, va(0), 64, true));
+  // Either remote right makes the STag the peer's to invalidate.
+  EXPECT_TRUE(registry_.invalidate(registry_.register_region(buffer_.data(), 8, kRemoteRead)));
+  EXPECT_TRUE(registry_.invalidate(registry_.register_region(buffer_.data(), 8, kRemoteWrite)));
+}
+
+// A peer names registered memory by tagged offsets; by default they start at 0, so what we
+// advertise says nothing about our address space (RFC 5041 s2: the TO is an offset into
+// the tagged buffer, not an address).
+TEST_F(MemoryRegistryTest, RegionsStartAtTaggedOffsetZeroByDefault) {
+  const auto stag = registry_.register_region(buffer_.data() + 16, 64, kRemoteWrite | kRemoteRead);
+  auto r = registry_.check_remote(stag, 10, 8, RemoteAccess::kTaggedPlacement);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, buffer_.data() + 16 + 10);
+  auto whole = registry_.check_remote(stag, 0, 64, RemoteAccess::kReadSource);
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(*whole, buffer_.data() + 16);
+  // The address is not a tagged offset of this region.
+  auto by_address = registry_.check_remote(stag, va(16), 8, RemoteAccess::kTaggedPlacement);
+  ASSERT_FALSE(by_address);
+  EXPECT_EQ(by_address.error(), kDdpBounds);
 }
 
 }  // namespace

@@ -222,46 +222,66 @@ TEST(MpaHandshake, NoCommonRtrFailsBothSidesWithTerminate0x07) {
   EXPECT_EQ(*r->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x07}));
 }
 
-TEST(MpaHandshake, StrictResponderFailsInsufficientIrdAndTheInitiatorLearnsIt) {
-  MpaPolicy strict = p2p({.read = true});
-  strict.strict_ird_ord = true;
-  strict.ird = 4;
+// A strict initiator learns the responder's IRD only from the Reply, so its refusal comes
+// after it: a Terminate with MPA code 0x06 (RFC 6581 s3). With a Read RTR the responder is
+// still in setup, awaiting the RTR, when the Terminate arrives.
+TEST(MpaHandshake, StrictInitiatorTerminatesWith0x06AndTheResponderLearnsIt) {
   MpaPolicy greedy = p2p({.read = true});
+  greedy.strict_ird_ord = true;
   greedy.ord = 32;
-  Pair pair(greedy, strict);
+  MpaPolicy shallow = p2p({.read = true});
+  shallow.ird = 4;
+  Pair pair(greedy, shallow);
   pair.pump();
-  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
-  ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
-  EXPECT_EQ(*r->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
-  // With a Read RTR the initiator is still in setup when the Terminate arrives.
   const CmEvent* i = pair.init.last(CmEventType::kFailed);
   ASSERT_NE(i, nullptr);
   EXPECT_EQ(i->failure, CmFailure::kInsufficientIrd);
+  EXPECT_EQ(*i->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
+  EXPECT_FALSE(pair.init.hs.received_frame()->reject);
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
 }
 
-// Found by rdma-probe: with first_fpdu_delay the initiator holds the strict responder's
-// Terminate (MPA code 0x06) unread when the close arrives behind it; the Terminate must win.
+// Found by rdma-probe: with first_fpdu_delay the initiator holds a responder's Terminate
+// (MPA code 0x06) unread when the close arrives behind it; the Terminate must win. Our own
+// responders refuse in the Reply now, but a peer may still accept and then Terminate, so
+// the peer here is written out octet by octet.
 TEST(MpaHandshake, TerminateThenCloseInsideTheFirstFpduDelayReportsTheTerminate) {
   for (const bool reset : {false, true}) {
     SCOPED_TRACE(reset ? "reset" : "close");
-    MpaPolicy strict;
-    strict.strict_ird_ord = true;
-    strict.ird = 4;
     MpaPolicy greedy;
     greedy.ord = 32;
     greedy.first_fpdu_delay = milliseconds(50);
-    Pair pair(greedy, strict);
-    pair.pump();
-    ASSERT_NE(pair.resp.last(CmEventType::kFailed), nullptr);
-    EXPECT_FALSE(pair.init.hs.finished());  // the Reply is in; the Terminate waits unread
-    pair.init.hs.on_peer_closed(reset, pair.now);
-    pair.init.drain();
-    const CmEvent* i = pair.init.last(CmEventType::kFailed);
-    ASSERT_NE(i, nullptr);
-    EXPECT_EQ(i->failure, CmFailure::kInsufficientIrd);
-    EXPECT_EQ(*i->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
-    ASSERT_TRUE(i->peer_frame.has_value());
+    const TimePoint now = Clock::now();
+    MpaHandshake init = MpaHandshake::initiator(greedy, {}, now);
+    ASSERT_FALSE(init.take_output().empty());
+    wire::MpaFrame reply;  // accepts, with CRC as the initiator asked
+    reply.kind = wire::MpaFrameKind::kReply;
+    reply.revision = wire::kMpaRevision2;
+    reply.crc = true;
+    reply.enhanced = wire::MpaEnhancedParams{.ird = 4, .ord = 16};
+    auto octets = wire::encode_mpa_frame(reply);
+    ASSERT_TRUE(octets);
+    wire::TerminateMessage term;
+    term.cause = wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06};
+    wire::FpduEncoder encoder(wire::FpduOptions{.crc = true, .markers = false});
+    wire::FpduFrame frame;
+    const auto ulpdu = wire::encode_terminate(term, 1);  // the frame refers to it
+    ASSERT_TRUE(encoder.encode(ulpdu, frame));
+    frame.append_to(*octets);
+
+    init.on_bytes(*octets, now);
+    EXPECT_FALSE(init.finished());  // the Reply is in; the Terminate waits unread
+    init.on_peer_closed(reset, now);
+    std::optional<CmEvent> failed;
+    while (auto ev = init.poll_event()) {
+      if (ev->type == CmEventType::kFailed) failed = *ev;
+    }
+    ASSERT_TRUE(failed.has_value());
+    EXPECT_EQ(failed->failure, CmFailure::kInsufficientIrd);
+    EXPECT_EQ(*failed->terminate, (wire::TerminateCause{wire::TermLayer::kLlp, 0, 0x06}));
+    ASSERT_TRUE(failed->peer_frame.has_value());
   }
 }
 
@@ -502,6 +522,112 @@ TEST(MpaHandshake, StrictResponderAlsoRefusesItsOwnOrdAboveTheInitiatorsIrd) {
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
   EXPECT_NE(r->detail.find("responder ORD 64"), std::string::npos) << r->detail;
+}
+
+}  // namespace
+}  // namespace rdma_interop::cm
+
+namespace rdma_interop::cm {
+namespace {
+
+// ---- Review findings -------------------------------------------------------------------
+
+// RFC 6581 s3: a responder whose IRD is below the initiator's ORD raises its IRD, answers
+// and lets the initiator lower its ORD (relaxed), or refuses. A strict responder refuses,
+// and it knows so before it answers: its Reply is the refusal (Reject flag, RFC 5044 s7.1),
+// carrying the IRD and ORD it really has. It does not accept and then send a Terminate.
+TEST(MpaHandshake, StrictResponderWithIrd0RejectsInTheReplyInsteadOfAcceptingAndTerminating) {
+  MpaPolicy strict = p2p({.send = true, .write = true, .read = true});
+  strict.strict_ird_ord = true;
+  strict.ird = 0;
+  strict.ord = 16;
+  MpaPolicy reader = p2p({.send = true, .write = true, .read = true});
+  reader.ord = 16;
+  reader.ird = 16;
+  Pair pair(reader, strict);
+  pair.pump();
+
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
+  EXPECT_FALSE(r->terminate.has_value()) << "a Terminate after an accepting Reply";
+  EXPECT_NE(r->detail.find("initiator ORD 16 exceeds responder IRD 0"), std::string::npos)
+      << r->detail;
+  ASSERT_TRUE(pair.resp.hs.sent_frame().has_value());
+  const wire::MpaFrame& reply = *pair.resp.hs.sent_frame();
+  EXPECT_TRUE(reply.reject);
+  ASSERT_TRUE(reply.enhanced.has_value());
+  EXPECT_EQ(reply.enhanced->ird, 0);
+  EXPECT_EQ(reply.enhanced->ord, 16);  // as it is: a strict side lowers nothing
+  EXPECT_FALSE(reply.enhanced->peer_to_peer);
+
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->failure, CmFailure::kPeerRejected);
+  EXPECT_FALSE(i->terminate.has_value());
+  EXPECT_NE(i->detail.find("IRD 0"), std::string::npos) << i->detail;
+}
+
+// The same when it is the strict responder's own ORD that does not fit: it could lower it
+// in the Reply, but strict means it does not, so it refuses in the Reply.
+TEST(MpaHandshake, StrictResponderRejectsInTheReplyWhenItsOwnOrdExceedsTheInitiatorsIrd) {
+  MpaPolicy strict = siw();
+  strict.strict_ird_ord = true;
+  strict.ord = 64;
+  MpaPolicy shallow = p2p({.write = true});
+  shallow.ird = 16;
+  Pair pair(shallow, strict);
+  pair.pump();
+  const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->failure, CmFailure::kInsufficientIrd);
+  EXPECT_FALSE(r->terminate.has_value());
+  ASSERT_TRUE(pair.resp.hs.sent_frame().has_value());
+  EXPECT_TRUE(pair.resp.hs.sent_frame()->reject);
+  const CmEvent* i = pair.init.last(CmEventType::kFailed);
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->failure, CmFailure::kPeerRejected);
+}
+
+// RFC 5044 s7.1 allows 512 octets of private data; in revision 2 the 4 octets of IRD/ORD
+// (RFC 6581 s3) are part of them. Our own frame that cannot carry what the application
+// gave is a local error, never the peer's malformed frame.
+TEST(MpaHandshake, OwnPrivateDataTooLongForTheFrameIsALocalErrorNotThePeers) {
+  MpaPolicy rfc;
+  rfc.private_data_limit = 512;
+  {
+    SCOPED_TRACE("responder");
+    Pair pair(rfc, rfc);
+    pair.resp_pd.assign(510, 'x');  // 510 + 4 > 512
+    pair.pump();
+    const CmEvent* r = pair.resp.last(CmEventType::kFailed);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->failure, CmFailure::kLocalFrameInvalid) << r->detail;
+    EXPECT_NE(r->detail.find("512"), std::string::npos) << r->detail;
+    // The initiator hears a refusal, not a reset or a malformed Reply.
+    const CmEvent* i = pair.init.last(CmEventType::kFailed);
+    ASSERT_NE(i, nullptr);
+    EXPECT_EQ(i->failure, CmFailure::kPeerRejected) << i->detail;
+  }
+  {
+    SCOPED_TRACE("initiator");
+    MpaHandshake init =
+        MpaHandshake::initiator(rfc, std::vector<std::uint8_t>(509, 'x'), Clock::now());
+    EXPECT_TRUE(init.take_output().empty());
+    auto ev = init.poll_event();
+    ASSERT_TRUE(ev.has_value());
+    EXPECT_EQ(ev->type, CmEventType::kFailed);
+    EXPECT_EQ(ev->failure, CmFailure::kLocalFrameInvalid) << ev->detail;
+    EXPECT_EQ(failure_name(ev->failure), "local_frame_invalid");
+  }
+  {
+    SCOPED_TRACE("508 octets fit");
+    Pair pair(rfc, rfc, std::vector<std::uint8_t>(508, 'i'));
+    pair.resp_pd.assign(508, 'r');
+    pair.pump();
+    EXPECT_TRUE(pair.init.hs.established());
+    EXPECT_TRUE(pair.resp.hs.established());
+  }
 }
 
 }  // namespace

@@ -2,11 +2,15 @@
 // input gets its own clear error naming the file (and line).
 #include "core/cm/personality.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <string>
 
 namespace rdma_interop::cm {
@@ -306,6 +310,74 @@ TEST(PersonalityError, DirectoryIsNotAFile) {
   auto p = load_personality_file(dir.path());
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.error().find("is a directory"), std::string::npos);
+}
+
+// --- Review findings: what the wire can carry, and what an operator file may be ----------
+
+// RFC 5044 s7.1: at most 512 octets of private data; in revision 2 the 4 octets of IRD/ORD
+// (RFC 6581 s3) come out of them. A personality that could never send its frame is refused
+// when it loads, not reported later as the peer's malformed frame.
+TEST(PersonalityError, PrivateDataThatCannotFitARevision2FrameIsRefusedAtLoad) {
+  auto json_with = [](int revision, std::size_t octets) {
+    return R"({"mpa":{"revision":)" + std::to_string(revision) +
+           R"(,"peer_to_peer":"off","private_data_limit":512},"private_data":")" +
+           std::string(octets, 'x') + "\"}";
+  };
+  for (std::size_t octets : {509, 510, 512}) {
+    auto e = parse_error(json_with(2, octets));
+    EXPECT_NE(e.find("\"private_data\" is " + std::to_string(octets) + " octets"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("508"), std::string::npos) << e;
+    EXPECT_NE(e.find("RFC 5044 s7.1"), std::string::npos) << e;
+  }
+  EXPECT_TRUE(parse_personality(json_with(2, 508), "t.json", "t"));
+  // Revision 1 frames carry no IRD/ORD words: all 512 octets are the application's.
+  EXPECT_TRUE(parse_personality(json_with(1, 512), "t.json", "t"));
+}
+
+// Operator files are opened without blocking (a FIFO with no writer must not hang us),
+// must be regular files, and are read up to a cap (64 KiB) so /dev/zero cannot eat memory.
+TEST(PersonalityError, FifoIsRefusedWithoutWaitingForAWriter) {
+  TempDir dir;
+  const auto fifo = dir.path() / "peer.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto loading = std::async(std::launch::async, [&] { return load_personality_file(fifo); });
+  if (loading.wait_for(std::chrono::seconds(3)) != std::future_status::ready) {
+    // Unblock the reader so the test fails instead of hanging.
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+    ADD_FAILURE() << "loading a FIFO blocked waiting for a writer";
+  }
+  auto p = loading.get();
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().find("not a regular file"), std::string::npos) << p.error();
+  EXPECT_NE(p.error().find("FIFO"), std::string::npos) << p.error();
+}
+
+TEST(PersonalityError, CharacterDevicesAreRefused) {
+  auto null = load_personality_file("/dev/null");
+  ASSERT_FALSE(null.has_value());
+  ASSERT_NE(null.error().find("not a regular file"), std::string::npos) << null.error();
+  auto zero = load_personality_file("/dev/zero");
+  ASSERT_FALSE(zero.has_value());
+  EXPECT_NE(zero.error().find("/dev/zero: not a regular file (a character device)"),
+            std::string::npos)
+      << zero.error();
+}
+
+TEST(PersonalityError, FilesAboveTheSizeCapAreRefused) {
+  TempDir dir;
+  auto padded = [](std::size_t total) {
+    const std::string head = R"({"name":"big","description":")";
+    const std::string tail = "\"}";
+    return head + std::string(total - head.size() - tail.size(), 'd') + tail;
+  };
+  auto at_cap = load_personality_file(dir.write("at.json", padded(64 * 1024)));
+  EXPECT_TRUE(at_cap.has_value()) << (at_cap ? "" : at_cap.error());
+  auto over = load_personality_file(dir.write("over.json", padded(64 * 1024 + 1)));
+  ASSERT_FALSE(over.has_value());
+  EXPECT_NE(over.error().find("larger than 65536 octets"), std::string::npos) << over.error();
 }
 
 // --- JSON out ---------------------------------------------------------------------------

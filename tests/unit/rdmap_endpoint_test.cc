@@ -97,6 +97,13 @@ struct Side {
     std::memcpy(reinterpret_cast<void*>(r.second), contents.data(), contents.size());
     return r;
   }
+  // What a peer names a buffer registered here by: its tagged offset (memory_registry.h:
+  // offsets count from each region's start), never its address.
+  std::uint64_t to(std::pair<std::uint32_t, std::uint64_t> buf) const {
+    auto offset = memory.tagged_offset(buf.first, buf.second);
+    EXPECT_TRUE(offset.has_value());
+    return offset.value_or(~0ull);
+  }
   static Bytes read(std::uint64_t addr, std::size_t length) {
     auto* p = reinterpret_cast<const std::uint8_t*>(addr);
     return Bytes(p, p + length);
@@ -343,7 +350,7 @@ TEST(RdmapEndpointSend, SendWithInvalidateRevokesTheStagForLaterWrites) {
 
   // A Write to the invalidated STag is an invalid STag (RFC 5041 s7.2).
   const Bytes data = pattern(8);
-  ASSERT_FALSE(a.ep.post_send(write_wr(2, a.buffer(data, 0), 8, target.first, target.second)));
+  ASSERT_FALSE(a.ep.post_send(write_wr(2, a.buffer(data, 0), 8, target.first, b.to(target))));
   pump_all(a, b);
   ASSERT_TRUE(b.ep.terminate_sent());
   EXPECT_EQ(b.ep.terminate_sent()->cause, kDdpInvalidStag);
@@ -376,7 +383,7 @@ TEST(RdmapEndpointWrite, MultiSegmentWriteAdvancesTheTaggedOffset) {
   auto target = b.buffer(1024, kRemoteWrite);
   const Bytes data = pattern(450, 9);
   ASSERT_FALSE(
-      a.ep.post_send(write_wr(1, a.buffer(data, 0), 450, target.first, target.second + 10)));
+      a.ep.post_send(write_wr(1, a.buffer(data, 0), 450, target.first, b.to(target) + 10)));
   std::vector<Bytes> segments;
   while (auto u = take(a.ep)) segments.push_back(*u);
   ASSERT_EQ(segments.size(), 5u);
@@ -385,7 +392,7 @@ TEST(RdmapEndpointWrite, MultiSegmentWriteAdvancesTheTaggedOffset) {
     EXPECT_TRUE(h.tagged);
     EXPECT_EQ(h.opcode, RdmapOpcode::kRdmaWrite);
     EXPECT_EQ(h.stag, target.first);
-    EXPECT_EQ(h.tagged_offset, target.second + 10 + i * 100);
+    EXPECT_EQ(h.tagged_offset, b.to(target) + 10 + i * 100);
     EXPECT_EQ(h.last, i == 4);
     b.ep.on_ulpdu(segments[i]);
   }
@@ -415,7 +422,7 @@ TEST(RdmapEndpointRead, MultiSegmentReadResponseCompletesOnTheLast) {
   const Bytes data = pattern(1000, 21);
   auto source = b.buffer(data, kRemoteRead);
   auto sink = a.buffer(1000, kLocalWrite);
-  ASSERT_FALSE(a.ep.post_send(read_wr(1, sink, 1000, source.first, source.second)));
+  ASSERT_FALSE(a.ep.post_send(read_wr(1, sink, 1000, source.first, b.to(source))));
 
   auto request = take(a.ep);
   ASSERT_TRUE(request);
@@ -426,10 +433,10 @@ TEST(RdmapEndpointRead, MultiSegmentReadResponseCompletesOnTheLast) {
   auto body = wire::decode_read_request(std::span(*request).subspan(18));
   ASSERT_TRUE(body);
   EXPECT_EQ(*body, (wire::ReadRequest{.sink_stag = sink.first,
-                                      .sink_tagged_offset = sink.second,
+                                      .sink_tagged_offset = a.to(sink),
                                       .size = 1000,
                                       .source_stag = source.first,
-                                      .source_tagged_offset = source.second}));
+                                      .source_tagged_offset = b.to(source)}));
   EXPECT_EQ(a.ep.counters().reads_outstanding, 1u);
   EXPECT_TRUE(a.completions().empty());
 
@@ -442,7 +449,7 @@ TEST(RdmapEndpointRead, MultiSegmentReadResponseCompletesOnTheLast) {
     const auto r = header_of(responses[i]);
     EXPECT_EQ(r.opcode, RdmapOpcode::kRdmaReadResponse);
     EXPECT_EQ(r.stag, sink.first);
-    EXPECT_EQ(r.tagged_offset, sink.second + i * 128);
+    EXPECT_EQ(r.tagged_offset, a.to(sink) + i * 128);
     EXPECT_EQ(r.last, i == 7);
     a.ep.on_ulpdu(responses[i]);
     if (i < 7) {
@@ -492,8 +499,7 @@ TEST(RdmapEndpointRead, ReadRequestMsnsContinueAfterTheReadRtr) {
   b_seq.next_read_msn_rx = 2;
   Side a(params(), a_seq), b(params(), b_seq);
   auto source = b.buffer(pattern(8), kRemoteRead);
-  ASSERT_FALSE(
-      a.ep.post_send(read_wr(1, a.buffer(8, kLocalWrite), 8, source.first, source.second)));
+  ASSERT_FALSE(a.ep.post_send(read_wr(1, a.buffer(8, kLocalWrite), 8, source.first, b.to(source))));
   auto request = take(a.ep);
   ASSERT_TRUE(request);
   EXPECT_EQ(header_of(*request).msn, 2u);
@@ -509,7 +515,7 @@ TEST(RdmapEndpointRead, ReadsBeyondOrdWaitInTheSendQueueInOrder) {
   b.post_recv(100, 16);
   for (std::uint64_t id = 1; id <= 3; ++id) {
     ASSERT_FALSE(
-        a.ep.post_send(read_wr(id, a.buffer(16, kLocalWrite), 16, source.first, source.second)));
+        a.ep.post_send(read_wr(id, a.buffer(16, kLocalWrite), 16, source.first, b.to(source))));
   }
   ASSERT_FALSE(a.ep.post_send(send_wr(4, a.buffer(pattern(4), 0), 4)));
 
@@ -540,7 +546,7 @@ TEST(RdmapEndpointRead, MoreReadRequestsThanIrdIsATerminate) {
   auto source = b.buffer(pattern(64), kRemoteRead);
   for (std::uint64_t id = 1; id <= 3; ++id) {
     ASSERT_FALSE(
-        a.ep.post_send(read_wr(id, a.buffer(16, kLocalWrite), 16, source.first, source.second)));
+        a.ep.post_send(read_wr(id, a.buffer(16, kLocalWrite), 16, source.first, b.to(source))));
   }
   std::vector<Bytes> requests;
   while (auto u = take(a.ep)) requests.push_back(*u);
@@ -578,7 +584,7 @@ TEST(RdmapEndpointRead, ReadResponsesAndOwnSendsTakeTurns) {
   auto source = b.buffer(pattern(64), kRemoteRead);
   for (std::uint64_t id = 1; id <= 3; ++id) {
     ASSERT_FALSE(
-        a.ep.post_send(read_wr(id, a.buffer(8, kLocalWrite), 8, source.first, source.second)));
+        a.ep.post_send(read_wr(id, a.buffer(8, kLocalWrite), 8, source.first, b.to(source))));
     a.post_recv(100 + id, 16);
   }
   pump(a, b);  // three Read Requests queued at B
@@ -617,8 +623,8 @@ TEST_P(RdmapEndpointAccess, TerminateAndCompletionsOnBothSides) {
   a.post_recv(200, 16);
   b.post_recv(300, 16);
   auto local = a.buffer(pattern(16), kLocalWrite);
-  SendWr wr = c.read ? read_wr(1, local, 16, rkey, target.second + c.offset)
-                     : write_wr(1, local, 16, rkey, target.second + c.offset);
+  SendWr wr = c.read ? read_wr(1, local, 16, rkey, b.to(target) + c.offset)
+                     : write_wr(1, local, 16, rkey, b.to(target) + c.offset);
   ASSERT_FALSE(a.ep.post_send(wr));
   auto offending = take(a.ep);
   ASSERT_TRUE(offending);
@@ -759,7 +765,7 @@ TEST(RdmapEndpointErrors, ReadRequestWithWrongMsnIsMsnRange) {
                                                .sink_tagged_offset = 0,
                                                .size = 8,
                                                .source_stag = source.first,
-                                               .source_tagged_offset = source.second});
+                                               .source_tagged_offset = b.to(source)});
   ulpdu.insert(ulpdu.end(), body.begin(), body.end());
   b.ep.on_ulpdu(ulpdu);
   ASSERT_TRUE(b.ep.terminate_sent());
@@ -781,10 +787,10 @@ TEST(RdmapEndpointErrors, ReadResponseForTheWrongSinkIsATaggedBufferError) {
   Side a, b;
   auto source = b.buffer(pattern(16), kRemoteRead);
   auto sink = a.buffer(16, kLocalWrite);
-  ASSERT_FALSE(a.ep.post_send(read_wr(1, sink, 16, source.first, source.second)));
+  ASSERT_FALSE(a.ep.post_send(read_wr(1, sink, 16, source.first, b.to(source))));
   pump(a, b);
   Bytes forged(14);
-  wire::encode_ddp_header(wire::read_response_header(sink.first, sink.second + 4, true), forged);
+  wire::encode_ddp_header(wire::read_response_header(sink.first, a.to(sink) + 4, true), forged);
   forged.resize(14 + 12, 0xee);
   a.ep.on_ulpdu(forged);
   ASSERT_TRUE(a.ep.terminate_sent());
@@ -940,7 +946,7 @@ TEST(RdmapEndpointErrors, ConnectionLossCompletesEverything) {
   auto source = b.buffer(pattern(16), kRemoteRead);
   a.post_recv(100, 16);
   ASSERT_FALSE(
-      a.ep.post_send(read_wr(1, a.buffer(16, kLocalWrite), 16, source.first, source.second)));
+      a.ep.post_send(read_wr(1, a.buffer(16, kLocalWrite), 16, source.first, b.to(source))));
   ASSERT_FALSE(a.ep.post_send(send_wr(2, a.buffer(pattern(4), 0), 4)));
   ASSERT_EQ(pump(a, b, 1), 1);  // the Read is on the wire, the Send is not
   a.ep.on_connection_lost();
@@ -991,6 +997,71 @@ TEST(RdmapEndpointHoldTx, NothingLeavesBeforeTheFirstUlpduArrives) {
   ASSERT_EQ(pump(b, a), 1);
   EXPECT_EQ(a.completions().size(), 2u);
   EXPECT_EQ(b.completions().size(), 2u);
+}
+
+// ---- Review findings -------------------------------------------------------------------
+
+// A Send with Invalidate may name only an STag the peer was given remote access to. The
+// responder's receive buffers (local write) and its send buffer (no rights) are its own:
+// naming one is refused like an unknown STag (RDMAP remote operation error, "STag cannot be
+// Invalidated", RFC 5040 s7), and the buffer keeps working for the responder.
+TEST(RdmapEndpointSend, InvalidatingALocalOnlyStagIsRefusedAndTheStagKeepsWorking) {
+  for (const bool name_the_send_buffer : {false, true}) {
+    SCOPED_TRACE(name_the_send_buffer ? "send buffer" : "receive buffer");
+    Side a, b;
+    auto ring = b.buffer(32, kLocalWrite);
+    auto outbox = b.buffer(pattern(4), 0);
+    ASSERT_FALSE(b.ep.post_recv(RecvWr{.wr_id = 100, .sge = {ring.second, 16, ring.first}}));
+    ASSERT_FALSE(b.ep.post_recv(RecvWr{.wr_id = 101, .sge = {ring.second + 16, 16, ring.first}}));
+    SendWr inv = send_wr(1, a.buffer(pattern(4), 0), 4, WrOpcode::kSendWithInvalidate);
+    inv.invalidate_stag = name_the_send_buffer ? outbox.first : ring.first;
+    ASSERT_FALSE(a.ep.post_send(inv));
+    pump(a, b);
+
+    ASSERT_TRUE(b.ep.terminate_sent());
+    EXPECT_EQ(b.ep.terminate_sent()->cause,
+              (TerminateCause{TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                              wire::kRdmapCodeCannotInvalidate}));
+    EXPECT_TRUE(b.memory.find(ring.first)->valid);
+    EXPECT_TRUE(b.memory.find(outbox.first)->valid);
+    auto bw = b.completions();
+    ASSERT_FALSE(bw.empty());
+    EXPECT_EQ(bw[0].wr_id, 100u);
+    EXPECT_EQ(bw[0].status, WcStatus::kRemoteOperationError);
+    EXPECT_FALSE(bw[0].invalidated_stag);
+  }
+}
+
+// Tagged offsets name octets of a region counted from 0, not its address: a Write to TO 10
+// lands 10 octets in, a Read from TO 10 reads them back, and the Read Request names our
+// sink the same way, so no address of either side crosses the wire.
+TEST(RdmapEndpointWrite, TaggedOffsetsCountFromTheStartOfTheRegion) {
+  Side a, b;
+  auto target = b.buffer(64, kRemoteWrite | kRemoteRead);
+  const Bytes data = pattern(16, 5);
+  ASSERT_FALSE(a.ep.post_send(write_wr(1, a.buffer(data, 0), 16, target.first, 10)));
+  auto sink = a.buffer(16, kLocalWrite);
+  ASSERT_FALSE(a.ep.post_send(read_wr(2, sink, 16, target.first, 10)));
+  auto write = take(a.ep);
+  auto request = take(a.ep);
+  ASSERT_TRUE(write && request);
+  EXPECT_EQ(header_of(*write).tagged_offset, 10u);
+  auto body = wire::decode_read_request(std::span(*request).subspan(18));
+  ASSERT_TRUE(body);
+  EXPECT_EQ(body->sink_stag, sink.first);
+  EXPECT_EQ(body->sink_tagged_offset, 0u);
+  EXPECT_EQ(body->source_tagged_offset, 10u);
+
+  b.ep.on_ulpdu(*write);
+  b.ep.on_ulpdu(*request);
+  pump_all(a, b);
+  EXPECT_FALSE(b.ep.terminate_sent());
+  EXPECT_FALSE(a.ep.terminate_sent());
+  EXPECT_EQ(Side::read(target.second + 10, 16), data);
+  EXPECT_EQ(Side::read(sink.second, 16), data);
+  auto aw = a.completions();
+  ASSERT_EQ(aw.size(), 2u);
+  EXPECT_EQ(aw[1].status, WcStatus::kSuccess);
 }
 
 }  // namespace

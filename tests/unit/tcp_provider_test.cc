@@ -67,6 +67,15 @@ std::uint64_t addr_of(const std::vector<std::uint8_t>& v) {
   return reinterpret_cast<std::uint64_t>(v.data());
 }
 
+// What a peer names a registered buffer by: its tagged offset on `owner` (0 on the tcp
+// provider, whose offsets count from each region's start), not its address.
+std::uint64_t offset_of(const Connection& owner, std::uint32_t stag,
+                        const std::vector<std::uint8_t>& v) {
+  auto to = owner.tagged_offset(stag, v.data());
+  EXPECT_TRUE(to.has_value());
+  return to.value_or(0);
+}
+
 // A usable policy: revision 2, CRC, peer-to-peer when asked with Write and Read RTRs.
 MpaPolicy responder_policy() {
   MpaPolicy p;
@@ -230,7 +239,7 @@ class TcpProviderTest : public ::testing::Test {
                                         .opcode = rdmap::WrOpcode::kRdmaWrite,
                                         .sge = {addr_of(a), kLen, a_key},
                                         .remote_stag = b_key,
-                                        .remote_addr = addr_of(b)}));
+                                        .remote_addr = offset_of(*responder_, b_key, b)}));
     auto w = wait_completion(*initiator_);
     ASSERT_TRUE(w);
     EXPECT_EQ(w->status, WcStatus::kSuccess) << rdmap::wc_status_name(w->status);
@@ -242,7 +251,7 @@ class TcpProviderTest : public ::testing::Test {
                                         .opcode = rdmap::WrOpcode::kRdmaRead,
                                         .sge = {addr_of(e), kLen, e_key},
                                         .remote_stag = b_key,
-                                        .remote_addr = addr_of(b)}));
+                                        .remote_addr = offset_of(*responder_, b_key, b)}));
     auto r = wait_completion(*initiator_);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, WcStatus::kSuccess) << rdmap::wc_status_name(r->status);
@@ -884,7 +893,7 @@ TEST_F(TcpProviderTest, TerminateFlushesAnOutstandingRead) {
        .opcode = rdmap::WrOpcode::kRdmaRead,
        .sge = {addr_of(sink), static_cast<std::uint32_t>(sink.size()), sink_key},
        .remote_stag = remote_key,
-       .remote_addr = addr_of(remote)}));
+       .remote_addr = offset_of(*responder_, remote_key, remote)}));
   initiator_->terminate(kNoBuffer);
   EXPECT_EQ(initiator_->state(), ConnectionState::kError);
   const auto got = collect(*initiator_, 1);

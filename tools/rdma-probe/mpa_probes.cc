@@ -538,7 +538,8 @@ void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
     return finish();
   }
   // The plain Request offered IRD 16383 and ORD 1, which any responder takes. Now ORD 16383
-  // too: a strict responder refuses it (MPA code 0x06) and its limits are what it answered
+  // too: a strict responder refuses it (ours with a Reject in its Reply, others may accept
+  // and then send a Terminate with MPA code 0x06) and its limits are what it answered
   // the plain Request; a relaxed one answers with its own limits (kernel siw lowers its IRD
   // to the initiator's ORD, so the plain Request alone would read "IRD 1").
   const auto& plain = *f.plain_reply.enhanced;
@@ -564,8 +565,9 @@ void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows)
     mode.value = "strict: ORD " + std::to_string(policy.ord) + " above its IRD fails (" +
                  refusal_form(*a) + ")";
     mode.verdict = Verdict::kWarn;
-    mode.why = "RFC 6581 s3 lets an initiator lower its ORD to the responder's IRD; a strict "
-               "peer fails initiators that offer more instead (MPA code 0x06)";
+    mode.why =
+        "RFC 6581 s3 lets an initiator lower its ORD to the responder's IRD; a strict "
+        "peer fails initiators that offer more (a Reject, or MPA code 0x06)";
   } else if (a->info->params.peer_ird >= wire::kMpaIrdOrdMask) {
     ird = a->info->params.peer_ird;
     ord = a->info->params.peer_ord;

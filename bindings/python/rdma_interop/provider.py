@@ -24,7 +24,10 @@ Registered memory is any writable buffer (bytearray, writable memoryview, mmap).
 provider writes into it from its event thread, as an RNIC does by DMA, so the connection
 pins it: a registered bytearray cannot be resized nor an mmap closed until the region is
 deregistered or the connection is gone. Work requests name memory as (region, offset,
-length); bounds are checked here, rights by the provider.
+length); bounds are checked here, rights by the provider. A peer names a region by its
+STag and ``mr.tagged_offset`` (advertise ``(mr.stag, mr.tagged_offset + offset)``): 0 on the
+tcp provider, so nothing advertised shows an address, the address itself on verbs or with
+``Access.TAGGED_OFFSET_IS_ADDRESS``.
 
 Setup failures raise :class:`ConnectError` (``.failure`` is the CmFailure name, e.g.
 ``"no_matching_rtr"``); a work request the queue pair cannot take raises
@@ -452,11 +455,15 @@ class ConnectionInfo:
 
 
 class Access(enum.IntFlag):
-    """Rights a region grants (ibv_access_flags). Local read is always granted."""
+    """Rights a region grants (ibv_access_flags). Local read is always granted.
+
+    TAGGED_OFFSET_IS_ADDRESS is no right: the region's tagged offsets are its addresses (the
+    verbs convention) instead of starting at 0 (core/rdmap/memory_registry.h)."""
 
     LOCAL_WRITE = _core.ACCESS_LOCAL_WRITE
     REMOTE_WRITE = _core.ACCESS_REMOTE_WRITE
     REMOTE_READ = _core.ACCESS_REMOTE_READ
+    TAGGED_OFFSET_IS_ADDRESS = _core.ACCESS_TAGGED_OFFSET_IS_ADDRESS
 
 
 class WrOpcode(enum.Enum):
@@ -622,8 +629,11 @@ class MemoryRegion:
     """Registered memory: the STag (lkey == rkey) of a buffer on one connection.
 
     Keeps the buffer and the connection alive. ``addr`` is the address of octet 0, which
-    is also the tagged offset a peer names it by (the verbs iova convention): advertise
-    ``(mr.stag, mr.addr + offset)`` for remote access.
+    local work requests use; ``tagged_offset`` is what a peer names octet 0 by: advertise
+    ``(mr.stag, mr.tagged_offset + offset)`` for remote access. The tcp provider starts
+    every region at tagged offset 0, so no address leaves the process, unless registered
+    with ``Access.TAGGED_OFFSET_IS_ADDRESS`` (the verbs convention, tagged offset = addr,
+    which the verbs provider always uses).
     """
 
     def __init__(self, connection: Connection, buffer: WritableBuffer, access: Access) -> None:
@@ -635,6 +645,10 @@ class MemoryRegion:
         self.access = Access(access)
         self.stag: int = connection._core.register_memory(self.buffer, int(access))
         self.addr: int = _core.buffer_address(self.buffer)
+        offset = connection._core.tagged_offset(self.stag, self.addr)
+        if offset is None:
+            raise RuntimeError(f"the provider does not know the STag {self.stag:#x} it just returned")
+        self.tagged_offset: int = offset
 
     @property
     def length(self) -> int:
@@ -653,7 +667,8 @@ class MemoryRegion:
         self.connection.deregister(self)
 
     def __repr__(self) -> str:
-        return f"MemoryRegion(stag={self.stag:#x}, addr={self.addr:#x}, length={self.length}, access={self.access!r})"
+        return (f"MemoryRegion(stag={self.stag:#x}, addr={self.addr:#x}, "
+                f"tagged_offset={self.tagged_offset:#x}, length={self.length}, access={self.access!r})")
 
 
 class Connection:
@@ -693,7 +708,9 @@ class Connection:
         signaled: bool = True,
     ) -> None:
         """Queues a Send (from the region), RDMA Write (region to the peer's
-        ``(remote_stag, remote_addr)``) or RDMA Read (the peer's into the region).
+        ``(remote_stag, remote_addr)``) or RDMA Read (the peer's into the region);
+        ``remote_addr`` is a tagged offset the peer advertised (its
+        ``MemoryRegion.tagged_offset`` plus an offset), not necessarily an address.
         No region means zero length. Raises ValueError out of bounds, PostError when
         the queue pair does not take it."""
         wr = _core.SendWr()

@@ -73,6 +73,12 @@ bool ConnectionCore::deregister_memory(std::uint32_t stag) {
   return registry_.deregister(stag);
 }
 
+std::optional<std::uint64_t> ConnectionCore::tagged_offset(std::uint32_t stag,
+                                                           const void* addr) const {
+  std::lock_guard lock(mu_);
+  return registry_.tagged_offset(stag, reinterpret_cast<std::uint64_t>(addr));
+}
+
 std::optional<rdmap::PostError> ConnectionCore::post_send(const rdmap::SendWr& wr) {
   std::lock_guard lock(mu_);
   if (phase_ != Phase::kOpen || local_close_ || released_) return rdmap::PostError::kNotConnected;

@@ -50,6 +50,7 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   const ConnectionInfo& info() const { return info_; }
   std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access);
   bool deregister_memory(std::uint32_t stag);
+  std::optional<std::uint64_t> tagged_offset(std::uint32_t stag, const void* addr) const;
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
@@ -136,6 +137,9 @@ class TcpConnection final : public Connection {
     return core_->register_memory(addr, length, access);
   }
   bool deregister_memory(std::uint32_t stag) override { return core_->deregister_memory(stag); }
+  std::optional<std::uint64_t> tagged_offset(std::uint32_t stag, const void* addr) const override {
+    return core_->tagged_offset(stag, addr);
+  }
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) override {
     return core_->post_send(wr);
   }
