@@ -23,6 +23,7 @@ struct ServeOptions {
   int max_connections = 0;  // 0: until a signal
   bool once = false;
   double exchange_timeout_s = 10.0;
+  double idle_timeout_s = 5.0;  // a silent peer holds a worker at most this long
   bool list_personalities = false;
   // The listener's backlog policy (transport::ListenOptions).
   int backlog = 16;

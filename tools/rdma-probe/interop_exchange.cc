@@ -38,6 +38,7 @@ std::string_view op_name(WrOpcode op) {
   }
 }
 
+// The virtual address of a local buffer, as work requests name it (Sge::addr).
 std::uint64_t address_of(const std::vector<std::uint8_t>& buffer) {
   return reinterpret_cast<std::uint64_t>(buffer.data());
 }
@@ -47,7 +48,7 @@ class Session {
  public:
   Session(transport::Connection& connection, ExchangeMemory& memory, const ExchangeOptions& options,
           ExchangeResult& result)
-      : c_(connection), mem_(memory), opt_(options), r_(result) {}
+      : c_(connection), mem_(memory), opt_(options), r_(result), last_heard_(Clock::now()) {}
 
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -64,6 +65,16 @@ class Session {
     stag = c_.register_memory(buf.data(), buf.size(), remote ? kRemoteAccess : rdmap::kLocalWrite);
     stags_.push_back(stag);
     return buf;
+  }
+
+  // What to advertise for `buffer` (registered as `stag`): the tagged offset the provider
+  // names its first octet by, never simply its address (provider.h: on the tcp provider
+  // that would show the peer our memory layout). nullopt, with `step` failed, if none.
+  std::optional<std::uint64_t> advertised_offset(std::string_view step, std::uint32_t stag,
+                                                 const std::vector<std::uint8_t>& buffer) {
+    auto to = c_.tagged_offset(stag, buffer.data());
+    if (!to) fail(step, "the provider knows no tagged offset for STag " + std::to_string(stag));
+    return to;
   }
 
   // The ring's receives are already posted (QpCaps::initial_recvs); this registers the ring
@@ -216,8 +227,15 @@ class Session {
     return t ? " (" + wire::describe(*t) + ")" : std::string();
   }
 
+  // The end of the current wait: the exchange's deadline, or sooner the moment the peer has
+  // been silent for idle_timeout.
+  Clock::time_point wait_end() const {
+    if (opt_.idle_timeout.count() <= 0) return opt_.deadline;
+    return std::min(opt_.deadline, last_heard_ + opt_.idle_timeout);
+  }
+
   std::chrono::milliseconds slice() const {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(opt_.deadline - Clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(wait_end() - Clock::now());
     return std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(kPollSlice));
   }
 
@@ -229,6 +247,12 @@ class Session {
     if (Clock::now() >= opt_.deadline) {
       r_.timed_out = true;
       fail(step, "timed out");
+      return true;
+    }
+    if (Clock::now() >= wait_end()) {
+      r_.timed_out = true;
+      fail(step, "the peer was silent for " + std::to_string(opt_.idle_timeout.count()) +
+                     " ms (idle timeout)");
       return true;
     }
     return false;
@@ -259,6 +283,7 @@ class Session {
         }
         wcs = std::move(more);
       }
+      if (!wcs.empty()) last_heard_ = Clock::now();
       for (auto& w : wcs) stash_.push_back(w);
     }
   }
@@ -272,6 +297,7 @@ class Session {
   std::vector<std::uint32_t> stags_;
   std::deque<WorkCompletion> stash_;
   std::uint64_t next_wr_id_ = 1000;
+  Clock::time_point last_heard_;  // the last completion: the peer's (or our own) progress
 };
 
 // Reads a field of a peer message; nullopt when missing or of the wrong type.
@@ -370,9 +396,11 @@ std::optional<RemoteRegion> advertise_and_await_responder(Session& s, ExchangeRe
   auto& a = s.region(/*remote=*/true, a_stag);
   auto seed_a = random_seed();
   fill_pattern(a, seed_a);
-  json advertise{{"op", "advertise"},     {"stag", a_stag},
-                 {"addr", address_of(a)}, {"len", kRegionSize},
-                 {"seed", seed_a},        {"negotiated", cm::to_json(connection.info().params)}};
+  auto a_to = s.advertised_offset("advertise", a_stag, a);
+  if (!a_to) return std::nullopt;
+  json advertise{{"op", "advertise"}, {"stag", a_stag},
+                 {"addr", *a_to},     {"len", kRegionSize},
+                 {"seed", seed_a},    {"negotiated", cm::to_json(connection.info().params)}};
   if (!s.send_message("advertise", advertise)) return std::nullopt;
 
   auto c = await_region(s, r, "await_responder_done", "responder_done");
@@ -491,8 +519,10 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   }
   std::uint32_t c_stag = 0;
   auto& c = s.region(/*remote=*/true, c_stag);
+  auto c_to = s.advertised_offset("responder_done", c_stag, c);
+  if (!c_to) return s.finish(false);
   json done{{"op", "responder_done"}, {"seed", seed_b},
-            {"stag", c_stag},         {"addr", address_of(c)},
+            {"stag", c_stag},         {"addr", *c_to},
             {"len", kRegionSize},     {"negotiated", cm::to_json(connection.info().params)}};
   if (!s.send_message("responder_done", done)) return s.finish(false);
 

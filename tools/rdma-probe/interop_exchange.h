@@ -3,8 +3,11 @@
 //
 // Messages are Sends whose payload is UTF-8 JSON (at most 4 KiB); each side keeps four
 // 4 KiB receives posted, from before connect/accept (ExchangeMemory: the peer may Send the
-// moment setup completes, before connect() or accept() has returned). Regions are 64 KiB; addresses
-// are virtual addresses (the verbs iova convention), so the peer names a byte by (STag, address).
+// moment setup completes, before connect() or accept() has returned). Regions are 64 KiB; a
+// peer names a byte by (STag, tagged offset), and "addr" below is the tagged offset of the
+// region's first octet as the provider gives it (Connection::tagged_offset): 0 on the tcp
+// provider, so no address of ours reaches the peer; the virtual address on verbs (the iova
+// convention, which the device uses). The receiver just uses what it was sent.
 //
 //   1. initiator: registers A (remote read+write), fills A = pattern(seed_a), Sends
 //      {"op":"advertise","stag","addr","len":65536,"seed":seed_a,"negotiated":{its view}}
@@ -90,6 +93,9 @@ struct ExchangeResult {
 struct ExchangeOptions {
   std::chrono::steady_clock::time_point deadline;  // every wait ends by then
   const std::atomic<bool>* cancel = nullptr;       // set from a signal watcher: stop soon
+  // Each wait ends, failing the exchange, once no completion has arrived for this long
+  // (zero: only the deadline). A responder bounds what a silent peer costs it this way.
+  std::chrono::milliseconds idle_timeout{0};
   // Initiator only: the local policy did not send its RTR (a never-RTR personality). Its
   // application stays silent and waits for the responder's verdict instead of starting the
   // exchange, so the responder sees the missing RTR rather than an unexpected Send.
@@ -114,7 +120,7 @@ std::vector<double> echo_round_trips(transport::Connection& connection, Exchange
 // A region the responder granted remote read and write, 64 KiB from (stag, addr).
 struct PeerRegion {
   std::uint32_t stag = 0;
-  std::uint64_t addr = 0;
+  std::uint64_t addr = 0;  // the tagged offset of its first octet, as advertised
   std::uint64_t len = 0;
 };
 // Runs steps 1 and 2 of the initiator's exchange and stops there, with the responder's

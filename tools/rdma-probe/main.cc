@@ -2,6 +2,7 @@
 //
 // This file only parses the command line (CLI11) and dispatches; each subcommand lives in
 // its own file. Every parse error is a sentence on stderr and exit status 2.
+#include <limits>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -15,6 +16,7 @@
 #include "tools/common/subcommand_formatter.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
+#include "tools/common/number_option.h"
 
 namespace {
 
@@ -55,12 +57,16 @@ Personality files: see share/rdma-interop/personalities/README.md (or tools/pers
 constexpr const char* kServeDescription =
     R"(Listen for MPA connections and answer them as the given personality.
 
-Connections are handled one at a time: each is accepted (MPA Reply, and in peer-to-peer mode
-the wait for the initiator's RTR), the interop exchange runs as the responder, and one JSON
-line reports it. Before the exchange, {"op":"echo"} Sends are sent back unchanged (rdma-probe
-URI times Send round trips with them). A connection that stalls is cut off by the personality's MPA timeouts and by
---exchange-timeout, then the next one is taken. serve runs until SIGTERM or SIGINT (it stops
-within a second, also in the middle of a connection), or after --max-connections / --once.
+Requests are taken one at a time (--accept-delay makes that decision slow on purpose) and
+served at once, each on its own thread, up to --backlog of them (at most 64); further
+requests wait in the listener's backlog, holding their slot. Each is accepted (MPA Reply, and
+in peer-to-peer mode the wait for the initiator's RTR), the interop exchange runs as the
+responder, and one JSON line reports it. Before the exchange, {"op":"echo"} Sends are sent
+back unchanged (rdma-probe URI times Send round trips with them). A connection that stalls is
+cut off by the personality's MPA timeouts, by --idle-timeout (no word from the peer) and by
+--exchange-timeout: a few silent peers cannot keep others out. serve runs until SIGTERM or
+SIGINT (it stops within a second, also in the middle of a connection), or after
+--max-connections / --once.
 
 Output, one JSON object per line on stdout, flushed at once:
   {"event":"listening","address":"198.18.0.2:7174","personality":"siw","pid":123}
@@ -306,7 +312,7 @@ int main(int argc, char** argv) {
                       ->add_option("--max-connections", serve.max_connections,
                                    wrap("Exit after N connections (default: run until a signal)"))
                       ->type_name("N")
-                      ->check(CLI::PositiveNumber);
+                      ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   serve_cmd->add_flag("--once", serve.once, wrap("Exit after one connection (--max-connections 1)"))
       ->excludes(max_opt);
   serve_cmd
@@ -314,13 +320,20 @@ int main(int argc, char** argv) {
                    wrap("Seconds one connection's exchange (after MPA setup) may take before it "
                         "is cut off (default 10)"))
       ->type_name("SECONDS")
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
+  serve_cmd
+      ->add_option("--idle-timeout", serve.idle_timeout_s,
+                   wrap("Seconds a connection may go without a word from its peer before it is "
+                        "cut off (default 5): a silent peer holds one of the connections served "
+                        "at once (--backlog of them, at most 64) for at most this long"))
+      ->type_name("SECONDS")
+      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
   serve_cmd
       ->add_option("--backlog", serve.backlog,
                    wrap("Connect requests that may wait for the acceptor's decision (default "
                         "16); a request holds its slot until it is accepted or rejected"))
       ->type_name("N")
-      ->check(CLI::Range(1, 65535));
+      ->check(rdma_interop::tools::integer_in(1, 65535));
   serve_cmd
       ->add_option("--overflow", serve.overflow,
                    wrap("Over the backlog: 'reject' answers at once with an MPA Reject whose "
@@ -334,13 +347,13 @@ int main(int argc, char** argv) {
                    wrap("TCP connections without a complete MPA Request kept at once; the "
                         "oldest is closed to make room (default max(4*backlog, 64))"))
       ->type_name("N")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(rdma_interop::tools::integer_in(1, 1 << 20));
   serve_cmd
       ->add_option("--decision-timeout", serve.decision_timeout_ms,
                    wrap("Milliseconds a request may hold its slot undecided before the "
                         "listener rejects it (default 30000)"))
       ->type_name("MS")
-      ->check(CLI::Range(1, 3600000));
+      ->check(rdma_interop::tools::integer_in(1, 3600000, "milliseconds"));
   serve_cmd
       ->add_option("--overflow-timeout", serve.overflow_timeout_ms,
                    wrap("With --overflow drop: milliseconds a request waits unanswered for a "
@@ -349,13 +362,13 @@ int main(int argc, char** argv) {
                         "time a request spends in the backlog, or they give up on requests "
                         "the listener still accepts"))
       ->type_name("MS")
-      ->check(CLI::Range(1, 3600000));
+      ->check(rdma_interop::tools::integer_in(1, 3600000, "milliseconds"));
   serve_cmd
       ->add_option("--accept-delay", serve.accept_delay_ms,
                    wrap("Milliseconds to wait before accepting each request: a deliberately "
                         "slow acceptor, to fill the backlog (default 0)"))
       ->type_name("MS")
-      ->check(CLI::Range(0, 3600000));
+      ->check(rdma_interop::tools::integer_in(0, 3600000, "milliseconds"));
   serve_cmd->add_flag("--backlog-events", serve.backlog_events,
                       wrap("Print a \"backlog\" line for every slot taken or freed"));
   serve_cmd->add_flag("--list-personalities", serve.list_personalities,
@@ -377,7 +390,7 @@ int main(int argc, char** argv) {
                    wrap("Seconds the whole run may take: TCP connect, MPA setup, exchange, "
                         "disconnect (default 15)"))
       ->type_name("SECONDS")
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
   connect_cmd
       ->add_option("--first-fpdu-delay", connect.first_fpdu_delay_ms,
                    wrap("Milliseconds to wait after the MPA Reply before the first FPDU (the "
@@ -386,20 +399,20 @@ int main(int argc, char** argv) {
                         "FPDU that arrives while it hands the socket to its QP: 50 covers that "
                         "window on real hosts"))
       ->type_name("MS")
-      ->check(CLI::Range(0, 60000));
+      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
   connect_cmd
       ->add_option("--retries", connect.retries,
                    wrap("Connect again up to N times when the listener may take it later: "
                         "backlog_full, TCP refused or reset, no MPA Reply in time (default 0); "
                         "--timeout bounds each attempt"))
       ->type_name("N")
-      ->check(CLI::Range(0, 1000));
+      ->check(rdma_interop::tools::integer_in(0, 1000));
   connect_cmd
       ->add_option("--retry-backoff", connect.retry_backoff_ms,
                    wrap("Base of the backoff before a retry: a random wait in [0, min(50*MS, "
                         "MS*2^(n-1))] before retry n (full jitter; default 100)"))
       ->type_name("MS")
-      ->check(CLI::Range(0, 60000));
+      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
   connect_cmd->add_flag("--json", connect.json,
                         wrap("Print one JSON report (schema rdma-interop/connect/1) instead of the "
                              "summary"));
@@ -420,26 +433,26 @@ int main(int argc, char** argv) {
       ->add_option("-t,--timeout", probe.timeout_s,
                    wrap("Seconds each probe connection may take, setup and all (default 3)"))
       ->type_name("SECONDS")
-      ->check(CLI::Range(0.05, 600.0));
+      ->check(rdma_interop::tools::number_in(0.05, 600.0, "seconds"));
   probe_cmd
       ->add_option("--rtr-wait", probe.rtr_wait_ms,
                    wrap("Milliseconds the RTR probe withholds its RTR to see whether the peer "
                         "sends first (default 2000); a peer that gives up sooner is seen "
                         "closing"))
       ->type_name("MS")
-      ->check(CLI::Range(10, 600000));
+      ->check(rdma_interop::tools::integer_in(10, 600000, "milliseconds"));
   probe_cmd
       ->add_option("--first-fpdu-delay", probe.first_fpdu_delay_ms,
                    wrap("Milliseconds between the MPA Reply and the first FPDU of each probe "
                         "connection (default 50: kernel siw as responder needs it)"))
       ->type_name("MS")
-      ->check(CLI::Range(0, 60000));
+      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
   probe_cmd
       ->add_option("--max-connections", probe.max_connections,
                    wrap("Connections the probe may make in all (default 48); probes past it "
                         "are reported not_tested"))
       ->type_name("N")
-      ->check(CLI::Range(1, 1000));
+      ->check(rdma_interop::tools::integer_in(1, 1000));
   // Given twice (a wrapper's default, then the operator's), the last one counts.
   for (const auto* name : {"--timeout", "--rtr-wait", "--first-fpdu-delay", "--max-connections"}) {
     probe_cmd->get_option(name)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -481,11 +494,11 @@ int main(int argc, char** argv) {
                       wrap("(--simulate) Milliseconds between probes (the timeout is capped "
                            "to it)"))
       ->type_name("MS")
-      ->check(CLI::Range(1, 600000));
+      ->check(rdma_interop::tools::integer_in(1, 600000, "milliseconds"));
   xrc_cmd->add_option("--probe-retries", xrc.retries,
                       wrap("(--simulate) Failed probes forgiven before the sender is dead"))
       ->type_name("N")
-      ->check(CLI::Range(0, 1000));
+      ->check(rdma_interop::tools::integer_in(0, 1000));
 
   // `rdma-probe [OPTIONS] URI` is `rdma-probe probe [OPTIONS] URI`: a first argument that is
   // a URI or an option other than the top level's own makes the probe command explicit.

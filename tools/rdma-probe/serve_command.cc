@@ -1,18 +1,35 @@
-// rdma-probe serve: a responder that accepts connections one at a time, runs the interop
-// exchange on each and prints one JSON line per event.
+// rdma-probe serve: a responder that accepts connections, runs the interop exchange on
+// each and prints one JSON line per event.
+//
+// Connections are served at once, each on a thread of its own, up to the listener's
+// --backlog (at most kMaxConcurrent): nine peers that complete MPA setup and then say
+// nothing hold nine workers, not the whole server (issue 17: one at a time, they kept a
+// legitimate connect out for about 30 s per round). Requests beyond that wait in the
+// listener's backlog, where they hold their slot as the backlog policy says. The decision
+// to accept stays on the main thread, one at a time, so --accept-delay still models a slow
+// acceptor.
 //
 // Every wait is bounded: next_request() in short slices (so a stop request is seen within
-// one), accept() by the personality's RTR timeout, the exchange by --exchange-timeout, the
-// close by a short disconnect timeout. A peer that stalls costs at most those, then the
-// listener takes the next connection.
+// one), accept() by the personality's RTR timeout, the exchange by --exchange-timeout and
+// each silence of the peer within it by --idle-timeout, the close by a short disconnect
+// timeout. A silent peer costs one worker for at most the idle timeout: it must keep as
+// many connections open as the server has workers, and renew them, to keep others out.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <list>
+#include <mutex>
 #include <string>
 #include <thread>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
@@ -27,6 +44,8 @@ using json = nlohmann::ordered_json;
 using Clock = std::chrono::steady_clock;
 
 constexpr auto kRequestSlice = std::chrono::milliseconds(100);
+// Connections served at once, whatever --backlog says: threads are not free.
+constexpr int kMaxConcurrent = 64;
 // After a stop request, how long a provider call may still take before the process exits
 // without it (SignalWatch).
 constexpr auto kStopGrace = std::chrono::milliseconds(600);
@@ -36,6 +55,9 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
                const ServeOptions& options, const std::atomic<bool>& stop) {
   auto start = Clock::now();
   json event{{"event", "connection"}, {"peer", pending.peer_address()}};
+  // An exception must not cross the worker thread's edge (std::terminate): it becomes this
+  // connection's failure.
+  try {
   ExchangeMemory memory;  // outlives the connection: the provider uses it
   auto accepted = pending.accept(personality.private_data, memory.caps());
   if (!accepted) {
@@ -52,6 +74,8 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(options.exchange_timeout_s));
   exchange_options.cancel = &stop;
+  exchange_options.idle_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(options.idle_timeout_s));
   auto result = run_responder_exchange(connection, memory, exchange_options);
   if (connection.state() == transport::ConnectionState::kConnected) {
     connection.disconnect(std::chrono::milliseconds(200));
@@ -62,8 +86,78 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
   event["exchange"] = exchange_json(result, /*with_steps=*/true);
   event["error"] = result.ok ? json(nullptr) : exchange_error_json(result);
   event["elapsed_ms"] = elapsed_ms(start);
+  } catch (const std::exception& e) {
+    event = json{{"event", "connection"},
+                 {"peer", pending.peer_address()},
+                 {"ok", false},
+                 {"negotiated", nullptr},
+                 {"exchange", nullptr},
+                 {"error", json{{"kind", "exchange"},
+                                {"failure", nullptr},
+                                {"detail", std::string("internal error: ") + e.what()},
+                                {"terminate", nullptr}}},
+                 {"elapsed_ms", elapsed_ms(start)}};
+  }
   return event;
 }
+
+// The connections being served, each on its own thread. Finished workers are joined by the
+// main thread (reap), never by themselves.
+class Workers {
+ public:
+  explicit Workers(int limit) : limit_(limit) {}
+  ~Workers() { join_all(); }
+
+  // Waits up to `slice` for a free worker; true when one is free.
+  bool wait_for_room(std::chrono::milliseconds slice) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, slice, [&] { return active_ < limit_; });
+  }
+  void start(std::function<void()> work) {
+    reap();
+    std::lock_guard lock(mu_);
+    ++active_;
+    auto it = threads_.emplace(threads_.end());
+    *it = std::thread([this, it, work = std::move(work)] {
+      work();
+      std::lock_guard done(mu_);
+      --active_;
+      finished_.push_back(it);
+      cv_.notify_all();
+    });
+  }
+  void join_all() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return active_ == 0; });
+    lock.unlock();
+    reap();
+    for (auto& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+    threads_.clear();
+  }
+
+ private:
+  void reap() {
+    std::vector<std::list<std::thread>::iterator> done;
+    {
+      std::lock_guard lock(mu_);
+      done.swap(finished_);
+    }
+    for (auto it : done) {
+      it->join();
+      std::lock_guard lock(mu_);
+      threads_.erase(it);
+    }
+  }
+
+  const int limit_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int active_ = 0;
+  std::list<std::thread> threads_;  // stable iterators: a worker names its own entry
+  std::vector<std::list<std::thread>::iterator> finished_;
+};
 
 // The listener's backlog figures as the "counters" line (field names as in
 // core/cm/backlog_counters.h).
@@ -142,8 +236,10 @@ int run_serve(const ServeOptions& options) {
                        {"pid", static_cast<long>(getpid())}});
 
   int limit = options.once ? 1 : options.max_connections;
+  // Counted when a connection is taken (so --max-connections stops taking more at once);
+  // all_ok is written by the workers.
   int handled = 0;
-  bool all_ok = true;
+  std::atomic<bool> all_ok{true};
   const auto& stop = signals.stop_requested();
   // Connections that failed before their Request reached us get their line too, so every
   // TCP connection the peer made is accounted for. An overflow Reject is the listener doing
@@ -160,7 +256,7 @@ int run_serve(const ServeOptions& options) {
                            {"error", setup_error_json(f.error)},
                            {"elapsed_ms", f.elapsed_ms}});
       if (overflow) continue;
-      all_ok = false;
+      all_ok.store(false);
       ++handled;
     }
   };
@@ -174,7 +270,14 @@ int run_serve(const ServeOptions& options) {
                            {"pending", e.pending}});
     }
   };
+  Workers workers(std::clamp(options.backlog, 1, kMaxConcurrent));
   while (!stop.load() && (limit == 0 || handled < limit)) {
+    // Every worker busy: the next request waits in the backlog, holding its slot.
+    if (!workers.wait_for_room(kRequestSlice)) {
+      report_backlog_events();
+      report_setup_failures();
+      continue;
+    }
     auto pending = (*listener)->next_request(kRequestSlice);
     report_backlog_events();
     report_setup_failures();
@@ -186,26 +289,18 @@ int run_serve(const ServeOptions& options) {
       std::this_thread::sleep_for(
           std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(20)));
     }
-    json event;
-    try {
-      event = serve_one(*pending, *personality, options, stop);
-    } catch (const std::exception& e) {
-      // One connection must never take the listener down.
-      event = json{{"event", "connection"},
-                   {"peer", pending->peer_address()},
-                   {"ok", false},
-                   {"negotiated", nullptr},
-                   {"exchange", nullptr},
-                   {"error", json{{"kind", "exchange"},
-                                  {"failure", nullptr},
-                                  {"detail", std::string("internal error: ") + e.what()},
-                                  {"terminate", nullptr}}},
-                   {"elapsed_ms", 0.0}};
-    }
-    all_ok = all_ok && event["ok"].get<bool>();
-    print_json_line(event);
     ++handled;
+    std::shared_ptr<transport::PendingConnection> request = std::move(pending);
+    workers.start([request, &personality, &options, &stop, &all_ok] {
+      // One connection must never take the listener down: serve_one catches.
+      const json event = serve_one(*request, *personality, options, stop);
+      if (!event["ok"].get<bool>()) all_ok.store(false);
+      print_json_line(event);
+    });
   }
+  // Connections still being served finish (each bounded by its timeouts, or cut short by
+  // the stop request) before the listener closes and the counters are final.
+  workers.join_all();
   (*listener)->close();
   report_backlog_events();
   report_setup_failures();
@@ -216,7 +311,7 @@ int run_serve(const ServeOptions& options) {
                  signals.signal_number(), handled);
     return kExitOk;
   }
-  return all_ok ? kExitOk : kExitFailed;
+  return all_ok.load() ? kExitOk : kExitFailed;
 }
 
 }  // namespace rdma_interop::probe
