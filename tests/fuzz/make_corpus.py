@@ -421,8 +421,28 @@ def telemetry_snapshot_corpus():
     }
 
 
+def mesh_setup_corpus():
+    # mesh_setup_fuzzer.cc: octet 0 = which of the node's peers a, b, x, z are connected
+    # (bits 0..3), then the MPA private data: 16 octets of credit parameters, the caller's name.
+    creds = b"RICR" + bytes([1, 2]) + be16(16) + be16(16) + be16(0) + be32(4100)
+    return {
+        "accept_a": b"\x00" + creds + b"a",
+        "accept_b_a_connected": b"\x01" + creds + b"b",
+        "refuse_a_already_connected": b"\x01" + creds + b"a",
+        "refuse_later_named_peer": b"\x00" + creds + b"z",
+        "refuse_stranger": b"\x00" + creds + b"node9",
+        "refuse_empty_name": b"\x00" + creds,
+        "refuse_short_private_data": b"\x00" + creds[:7],
+        "hostile_not_utf8": b"\x00" + creds + b"\xff\xfe",
+        "hostile_escape_sequence": b"\x00" + creds + b"\x1b[2J\nforged row",
+        "hostile_c1_csi": b"\x00" + creds + b"\xc2\x9b31m",
+        "hostile_name_a_with_nul": b"\x00" + creds + b"a\x00",
+    }
+
+
 def main():
     sets = {
+        "mesh_setup_fuzzer": mesh_setup_corpus(),
         "probe_answer_fuzzer": probe_answer_corpus(),
         "telemetry_snapshot_fuzzer": telemetry_snapshot_corpus(),
         "credit_params_fuzzer": credit_params_corpus(),

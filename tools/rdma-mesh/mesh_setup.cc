@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "core/credit/credit_params.h"
-#include "core/util/printable_text.h"
+#include "tools/rdma-mesh/mesh_caller.h"
 
 namespace rdma_interop::mesh {
 namespace {
@@ -70,12 +70,6 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
   }
 
   // Every earlier-named peer calls us.
-  auto expected_caller = [&](const std::string& name) -> std::optional<std::size_t> {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (config.peers[i].name == name && name < config.name) return i;
-    }
-    return std::nullopt;
-  };
   auto callers_left = [&] {
     std::lock_guard lock(mu);
     std::size_t left = 0;
@@ -87,36 +81,28 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
   while (callers_left() > 0 && Clock::now() < deadline && !stop.load()) {
     auto pending = listener.next_request(std::min(kAcceptSlice, remaining(deadline)));
     if (!pending) continue;
-    const auto& pd = pending->request().private_data;
-    // The caller's name is bytes the peer chose: compared as they are, printed escaped.
-    const std::string name =
-        pd.size() > credit::kCreditParamsSize
-            ? std::string(pd.begin() + static_cast<std::ptrdiff_t>(credit::kCreditParamsSize),
-                          pd.end())
-            : std::string();
-    auto index = expected_caller(name);
-    bool duplicate = false;
-    if (index) {
+    CallerVerdict verdict;
+    {
       std::lock_guard lock(mu);
-      duplicate = ids[*index].has_value();
+      std::vector<bool> connected(n);
+      for (std::size_t i = 0; i < n; ++i) connected[i] = ids[i].has_value();
+      verdict = classify_caller(config, pending->request().private_data, connected);
     }
-    if (!index || duplicate) {
-      const std::string why =
-          !index ? "rdma-mesh " + config.name + ": not a peer that calls us: '" + printable(name) +
-                       "'"
-                 : "rdma-mesh " + config.name + ": already connected to " + name;
-      pending->reject(bytes_of(why));
-      notice("rejected a request from " + pending->peer_address() + ": " + why);
+    if (!verdict.peer) {
+      pending->reject(bytes_of(verdict.reject_reason));
+      notice("rejected a request from " + pending->peer_address() + ": " + verdict.reject_reason);
       continue;
     }
+    const std::size_t index = *verdict.peer;
+    const std::string& name = verdict.name;
     auto accepted = endpoint.accept(*pending, name);
     std::lock_guard lock(mu);
     if (accepted) {
-      ids[*index] = *accepted;
-      on_connected(*index, *accepted, "accept");
+      ids[index] = *accepted;
+      on_connected(index, *accepted, "accept");
     } else {
       // The caller's connect fails too and is retried (or gives up and says why).
-      errors[*index] = "accept failed: " + transport::to_string(accepted.error());
+      errors[index] = "accept failed: " + transport::to_string(accepted.error());
       notice("accepting " + name + " failed: " + transport::to_string(accepted.error()));
     }
   }
