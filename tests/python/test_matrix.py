@@ -193,3 +193,25 @@ def test_several_providers_get_a_table_and_a_suite_each() -> None:
     assert "provider: tcp" in text and "provider: verbs" in text
     suites = m.to_junit().getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == ["interop.tcp", "interop.verbs"]
+
+
+def test_reports_are_safe_for_any_text_a_peer_sent(tmp_path: Path) -> None:
+    # Issue 17: a reject's private data or a Terminate detail is the peer's choice. An escape
+    # sequence or a newline must not reach the terminal raw (it forges rows, clears screens),
+    # and a control character or a lone surrogate (a byte that was not UTF-8, decoded with
+    # surrogateescape) must not make the JUnit file XML that no reader accepts.
+    hostile = "\x1b[2J\nforged row \x00\x7f\x9b \udcff end"
+    m = InteropMatrix("hostile", initiators=["a"], responders=["b"])
+    m.add(CaseResult("a", "b", Outcome.FAIL, notes=[hostile],
+                     responder_error=SideError(failure="peer_rejected", kind="setup",
+                                               detail=hostile)))
+    table = m.render_table()
+    assert "\x1b" not in table and "\x00" not in table and "\x9b" not in table
+    assert "\\x1b[2J\\x0aforged row \\x00\\x7f\\x9b \\udcff end" in table
+    assert not any(line.startswith("forged row") for line in table.splitlines())
+    path = m.write_junit(tmp_path / "junit.xml")
+    root = ET.parse(path).getroot()  # strict XML 1.0 parser: refuses control characters
+    failure = root.find(".//failure")
+    assert failure is not None and failure.text is not None
+    assert "\\x1b[2J\\x0aforged row" in failure.text
+    assert json.loads(json.dumps(m.to_json(), ensure_ascii=False)) is not None

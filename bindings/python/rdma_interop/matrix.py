@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from typing import Any
 
 __all__ = [
     "SCHEMA",
+    "printable",
     "CaseResult",
     "InteropMatrix",
     "Outcome",
@@ -83,6 +85,34 @@ class Outcome(str, Enum):
     def label(self) -> str:
         return {"pass": "PASS", "fail": "FAIL", "skip": "SKIP", "expected-fail": "XFAIL"}[self.value]
 
+
+
+# Text in a report may hold what a peer sent (a reject's private data, a Terminate detail, a
+# process name). C0 controls (but tab), DEL, C1 controls and lone surrogates (what
+# surrogateescape makes of bytes that are not UTF-8) would forge lines on a terminal and
+# make XML 1.0 that no JUnit reader accepts; they are written as escapes instead.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (but tab), lone surrogate and XML non-character
+    escaped as ``\\xNN`` / ``\\uNNNN``: one line, safe on a terminal and in XML."""
+    def escape(m: re.Match[str]) -> str:
+        c = ord(m.group())
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    return _UNPRINTABLE.sub(escape, text)
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Escapes what XML 1.0 cannot carry in every text and attribute under ``root``; line
+    breaks in element text are kept (a JUnit body is several lines)."""
+    for el in root.iter():
+        if el.text:
+            el.text = "\n".join(printable(line) for line in el.text.split("\n"))
+        if el.tail:
+            el.tail = "\n".join(printable(line) for line in el.tail.split("\n"))
+        for k, v in el.attrib.items():
+            el.attrib[k] = printable(v)
 
 @dataclass(frozen=True)
 class SideError:
@@ -304,7 +334,7 @@ class InteropMatrix:
                 row = []
                 for res in cols:
                     case = self.get(ini, res, provider)
-                    row.append("" if case is None else case.cell() + note_mark(case))
+                    row.append("" if case is None else printable(case.cell()) + note_mark(case))
                 grid.append(row)
             first = max([len(corner)] + [len(r) for r in rows])
             widths = [max([len(c)] + [len(grid[i][j]) for i in range(len(rows))])
@@ -332,7 +362,7 @@ class InteropMatrix:
             lines.append("Notes:")
             width = len(str(len(notes)))
             for i, text in enumerate(notes, 1):
-                lines.append(f"[{str(i).rjust(width)}] {text}")
+                lines.append(f"[{str(i).rjust(width)}] {printable(text)}")
         return "\n".join(lines) + "\n"
 
     # -- JSON ------------------------------------------------------------------------------
@@ -413,6 +443,7 @@ class InteropMatrix:
         root.set("skipped", str(totals["skipped"]))
         root.set("time", f"{totals['time']:.3f}")
         ET.indent(root)
+        _xml_safe(root)
         return ET.ElementTree(root)
 
     @staticmethod
@@ -433,7 +464,8 @@ class InteropMatrix:
                          + (f": {case.responder_error.detail}" if case.responder_error.detail else ""))
         parts += [f"mismatch: {m}" for m in case.mismatches]
         parts += [f"note: {n}" for n in case.notes]
-        return "\n".join(parts)
+        # One line per part, whatever a peer put in a detail or note.
+        return "\n".join(printable(p) for p in parts)
 
     def write_junit(self, path: str | os.PathLike[str]) -> Path:
         out = Path(path)
