@@ -15,6 +15,7 @@
 #   ansible   playbooks/site.yml over real SSH to 3 namespace nodes running sshd (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   asan      unit tests built with AddressSanitizer + UBSan
+#   tsan      the unit tests that run threads, built with ThreadSanitizer
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
 #   RDMA_INTEROP_SKIP_KERNEL=1 (the kernel tier's tests report skipped; CI runs them).
@@ -25,7 +26,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm mesh ansible kernel asan fuzz)
+all_tiers=(unit python cli faults capture interop storm mesh ansible kernel asan tsan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -88,6 +89,15 @@ asan_tier() {
       ctest --test-dir build-asan/tests/unit --output-on-failure -j "$jobs"
 }
 
+tsan_tier() {
+  # A race is a failure, not a warning that scrolls past.
+  cmake -S . -B build-tsan -DRDMA_INTEROP_TSAN=ON -DRDMA_INTEROP_PYTHON=OFF \
+    -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
+    cmake --build build-tsan -j "$jobs" --target thread_tests &&
+    TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+      ctest --test-dir build-tsan/tests/unit --output-on-failure -j "$jobs" -L thread
+}
+
 fuzz_tier() {
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRDMA_INTEROP_FUZZ=ON -DRDMA_INTEROP_TESTS=OFF \
     -DRDMA_INTEROP_PYTHON=OFF -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
@@ -106,6 +116,7 @@ wants mesh && run_tier mesh pytest_tier -s tests/mesh
 wants ansible && run_tier ansible pytest_tier tests/ansible
 wants kernel && run_tier kernel kernel_tier
 wants asan && run_tier asan asan_tier
+wants tsan && run_tier tsan tsan_tier
 wants fuzz && run_tier fuzz fuzz_tier
 
 echo
