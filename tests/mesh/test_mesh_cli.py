@@ -115,7 +115,10 @@ def test_a_caller_whose_name_is_not_utf8_is_refused_and_the_node_lives_on(
     # Issue 17: the name after the 16 octets of credit parameters is bytes the peer chose. A
     # '\xff' in it used to abort the node (SIGABRT): the JSON writer threw on invalid UTF-8
     # inside setup, and the exception unwound past joinable connect threads.
-    node = subprocess.Popen(_node(tools["rdma-mesh"], run_dir, "b", 7398, {"a": 7399},
+    # "z" sorts after "b": a connect thread runs toward it (and retries) while the request
+    # arrives, as when the old node aborted with "terminate called without an active
+    # exception"; "a" sorts before: b waits for its call.
+    node = subprocess.Popen(_node(tools["rdma-mesh"], run_dir, "b", 7398, {"a": 7399, "z": 7400},
                                   "--setup-timeout", "3"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
