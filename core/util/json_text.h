@@ -8,9 +8,8 @@
 // throws.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace rdma_interop {
 

@@ -25,23 +25,29 @@ bool has_control(const std::string& s) {
 
 TEST(PrintableText, PlainAndUnicodeTextIsKept) {
   EXPECT_EQ(printable("rdma-probe serve 198.18.0.2:7174"), "rdma-probe serve 198.18.0.2:7174");
-  EXPECT_EQ(printable("n\xC5\x93ud-\xE2\x82\xAC-\xF0\x9F\x94\x8C"), "n\xC5\x93ud-\xE2\x82\xAC-\xF0\x9F\x94\x8C");
+  EXPECT_EQ(printable("n\xC5\x93ud-\xE2\x82\xAC-\xF0\x9F\x94\x8C"),
+            "n\xC5\x93ud-\xE2\x82\xAC-\xF0\x9F\x94\x8C");
 }
 
 TEST(PrintableText, ControlsAndEscapesAreWrittenOut) {
   EXPECT_EQ(printable("a\nb"), "a\\nb");
   EXPECT_EQ(printable("\x1b[2J"), "\\x1b[2J");
   EXPECT_EQ(printable(std::string("\0x\x7f", 3)), "\\x00x\\x7f");
-  EXPECT_EQ(printable("\xC2\x9B" "31m"), "\\xc2\\x9b31m");  // C1 CSI
-  EXPECT_EQ(printable("back\\slash"), "back\\\\slash");      // an escape cannot be forged
+  EXPECT_EQ(printable("\xC2\x9B"
+                      "31m"),
+            "\\xc2\\x9b31m");                            // C1 CSI
+  EXPECT_EQ(printable("back\\slash"), "back\\\\slash");  // an escape cannot be forged
 }
 
 TEST(PrintableText, InvalidUtf8IsWrittenAsHexBytes) {
   EXPECT_EQ(printable("\xff"), "\\xff");
-  EXPECT_EQ(printable("\xC0\xAF"), "\\xc0\\xaf");            // overlong '/'
-  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xed\\xa0\\x80");   // a surrogate
-  EXPECT_EQ(printable("\xE2\x82"), "\\xe2\\x82");            // truncated
-  EXPECT_EQ(valid_utf8("a\xff" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(printable("\xC0\xAF"), "\\xc0\\xaf");           // overlong '/'
+  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(printable("\xE2\x82"), "\\xe2\\x82");           // truncated
+  EXPECT_EQ(valid_utf8("a\xff"
+                       "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(valid_utf8("ok\n"), "ok\n");
 }
 

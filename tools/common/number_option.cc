@@ -14,8 +14,8 @@ std::string shown(double v) {
   return out.str();
 }
 
-std::string range_sentence(const std::string& kind, const std::string& unit,
-                           const std::string& min, const std::string& max) {
+std::string range_sentence(const std::string& kind, const std::string& unit, const std::string& min,
+                           const std::string& max) {
   return kind + (unit.empty() ? "" : " of " + unit) + " from " + min + " to " + max;
 }
 
