@@ -202,6 +202,7 @@ struct MessageEndpoint::State {
   ReadyHandler on_ready;
   FailureHandler on_failure;
   bool stopping = false;  // close() began: no handler starts, no peer is added
+  std::uint32_t setups = 0;  // connect()/accept() calls in progress: close() waits for them
   // Serialises close() callers that are not the progress thread: only one joins it.
   std::mutex close_mu;
 
@@ -448,13 +449,15 @@ struct MessageEndpoint::State {
   // Closes a peer's connection, waits up to `timeout` for its work requests to flush (their
   // entries come back through complete()), forgets it, and destroys the connection before
   // its buffers. Called with `lock` held on mu; returns with it released.
+  // The connection is taken out of the peer while mu is held, so a concurrent close() (which
+  // destroys what is left in its peers) never destroys it under our feet.
   void drop(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Peer>& p, Millis timeout) {
+    std::unique_ptr<transport::Connection> doomed = std::move(p->conn);
     lock.unlock();
-    if (p->conn) p->conn->disconnect(timeout);
+    if (doomed) doomed->disconnect(timeout);
     lock.lock();
     cv.wait_for(lock, timeout, [&] { return p->outstanding_recv + p->outstanding_send == 0; });
     forget(p->id);
-    auto doomed = std::move(p->conn);
     lock.unlock();
     doomed.reset();
   }
@@ -572,6 +575,19 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   {
     std::lock_guard lock(mu);
     if (stopping) return unexpected(invalid_argument("the message endpoint is closed"));
+    ++setups;
+  }
+  // Counted until this call returns, whichever way: close() waits for it.
+  struct SetupDone {
+    State& s;
+    ~SetupDone() {
+      std::lock_guard lock(s.mu);
+      --s.setups;
+      s.cv.notify_all();
+    }
+  } setup_done{*this};
+  {
+    std::lock_guard lock(mu);
     if (peers.size() >= config.max_peers) {
       return unexpected(invalid_argument("endpoint already has max_peers (" +
                                          std::to_string(config.max_peers) + ") peers"));
@@ -686,11 +702,15 @@ void MessageEndpoint::close() {
   // join() returns once the handler running now (if any) has returned: after this line no
   // handler runs again.
   if (s.thread.joinable()) s.thread.join();
-  // Connections go first (each Peer's last member), then their buffers.
+  // Connections go first (each Peer's last member), then their buffers. A connect() or
+  // accept() still setting a peer up sees `stopping` when it returns and ends its own
+  // connection; close() waits for it, so the endpoint may be destroyed when close() returns.
   std::map<PeerId, std::shared_ptr<Peer>> peers;
   {
-    std::lock_guard lock(s.mu);
+    std::unique_lock lock(s.mu);
+    s.cv.wait(lock, [&] { return s.setups == 0; });
     peers.swap(s.peers);
+    s.cv.notify_all();  // wait_ready() callers: their peer is gone
   }
   for (auto& [id, p] : peers) p->conn.reset();
 }

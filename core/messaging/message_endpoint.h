@@ -186,8 +186,10 @@ class MessageEndpoint {
   // Stops the progress thread, waiting for a handler that is running to return, then closes
   // every peer's connection at once (FIN after what is already on its way; queued messages
   // are dropped; close_peer() first for an orderly end). Once it returns no handler runs
-  // again, so whatever the handlers use may be destroyed. Idempotent and thread-safe; later
-  // connect()/accept() fail with kInvalidArgument, send() returns kUnknownPeer.
+  // again, so whatever the handlers use may be destroyed. A connect() or accept() in
+  // progress on another thread is waited for (it fails with kInvalidArgument and closes its
+  // connection): close() can take as long as its setup timeout. Idempotent and thread-safe;
+  // later connect()/accept() fail with kInvalidArgument, send() returns kUnknownPeer.
   // From a handler it cannot wait for itself: it only stops every later handler and
   // returns; the connections are closed by the next close() on another thread, or the
   // destructor. The endpoint must not be destroyed from its own handler.

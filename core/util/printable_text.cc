@@ -34,6 +34,19 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+// Valid characters that still change how a line reads: the bidirectional marks, embeddings,
+// overrides and isolates (U+061C, U+200E/F, U+202A..U+202E, U+2066..U+2069) reorder what
+// follows them, and U+2028/U+2029 break lines on some terminals (Trojan Source, CVE-2021-42574).
+bool reorders_text(std::string_view s, std::size_t i, std::size_t n) {
+  const auto byte = [&](std::size_t k) { return static_cast<std::uint8_t>(s[i + k]); };
+  if (n == 2) return byte(0) == 0xD8 && byte(1) == 0x9C;
+  if (n != 3 || byte(0) != 0xE2) return false;
+  if (byte(1) == 0x80) {
+    return byte(2) == 0x8E || byte(2) == 0x8F || (byte(2) >= 0xA8 && byte(2) <= 0xAE);
+  }
+  return byte(1) == 0x81 && byte(2) >= 0xA6 && byte(2) <= 0xA9;
+}
+
 void append_hex(std::string& out, std::uint8_t b) {
   static constexpr char kHex[] = "0123456789abcdef";
   out += "\\x";
@@ -72,6 +85,9 @@ std::string printable(std::string_view bytes) {
     } else if (n == 0) {
       append_hex(out, b);
       ++i;
+    } else if (reorders_text(bytes, i, n)) {
+      for (std::size_t k = 0; k < n; ++k) append_hex(out, static_cast<std::uint8_t>(bytes[i + k]));
+      i += n;
     } else {
       out.append(bytes.substr(i, n));
       i += n;

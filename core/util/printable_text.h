@@ -12,8 +12,9 @@
 
 namespace rdma_interop {
 
-// `bytes` with every C0 control (including "\n" and "\t"), DEL, C1 control (U+0080..U+009F)
-// and byte of invalid UTF-8 written as "\xNN" (the common ones as "\n", "\r", "\t"), and
+// `bytes` with every C0 control (including "\n" and "\t"), DEL, C1 control (U+0080..U+009F),
+// bidirectional control and line or paragraph separator (they reorder or break a row), and
+// byte of invalid UTF-8 written as "\xNN" (the common ones as "\n", "\r", "\t"), and
 // the backslash itself as "\\" so the escaping cannot be forged either. The result is valid
 // UTF-8 with no control characters.
 std::string printable(std::string_view bytes);

@@ -200,14 +200,15 @@ def test_reports_are_safe_for_any_text_a_peer_sent(tmp_path: Path) -> None:
     # sequence or a newline must not reach the terminal raw (it forges rows, clears screens),
     # and a control character or a lone surrogate (a byte that was not UTF-8, decoded with
     # surrogateescape) must not make the JUnit file XML that no reader accepts.
-    hostile = "\x1b[2J\nforged row \x00\x7f\x9b \udcff end"
+    hostile = "\x1b[2J\nforged row \x00\x7f\x9b \udcff end \u202e"
     m = InteropMatrix("hostile", initiators=["a"], responders=["b"])
     m.add(CaseResult("a", "b", Outcome.FAIL, notes=[hostile],
                      responder_error=SideError(failure="peer_rejected", kind="setup",
                                                detail=hostile)))
     table = m.render_table()
     assert "\x1b" not in table and "\x00" not in table and "\x9b" not in table
-    assert "\\x1b[2J\\x0aforged row \\x00\\x7f\\x9b \\udcff end" in table
+    assert "\\x1b[2J\\x0aforged row \\x00\\x7f\\x9b \\udcff end \\u202e" in table
+    assert "\u202e" not in table
     assert not any(line.startswith("forged row") for line in table.splitlines())
     path = m.write_junit(tmp_path / "junit.xml")
     root = ET.parse(path).getroot()  # strict XML 1.0 parser: refuses control characters
@@ -215,3 +216,9 @@ def test_reports_are_safe_for_any_text_a_peer_sent(tmp_path: Path) -> None:
     assert failure is not None and failure.text is not None
     assert "\\x1b[2J\\x0aforged row" in failure.text
     assert json.loads(json.dumps(m.to_json(), ensure_ascii=False)) is not None
+
+
+def test_a_backslash_from_a_peer_cannot_pass_for_an_escape() -> None:
+    m = InteropMatrix("backslash", initiators=["a"], responders=["b"])
+    m.add(CaseResult("a", "b", Outcome.SKIP, notes=["literally \\x1b, not an escape"]))
+    assert "literally \\\\x1b, not an escape" in m.render_table()

@@ -516,5 +516,32 @@ TEST_F(MessageEndpointTest, CloseFromAHandlerStopsEveryLaterHandler) {
   EXPECT_TRUE(server.peers().empty());
 }
 
+TEST_F(MessageEndpointTest, CloseWaitsForAConnectInProgressOnAnotherThread) {
+  // A listener whose application never answers: the connect sits in its MPA setup until its
+  // timeout. close() meanwhile must wait for it, so the endpoint may be destroyed as soon as
+  // close() returns (before, the endpoint's state could be freed under the connect).
+  auto silent = provider_
+                    ->listen(*transport::parse_provider_uri("tcp://127.0.0.1:0"), policy(),
+                             transport::ListenOptions{})
+                    .value();
+  auto endpoint = std::make_unique<MessageEndpoint>(small_config());
+  std::atomic<bool> connect_returned{false};
+  std::thread connecting([&] {
+    transport::ConnectOptions options;
+    options.policy = policy();
+    options.timeout = 600ms;
+    auto c = endpoint->connect(
+        *provider_, *transport::parse_provider_uri("tcp://" + silent->local_address()), options,
+        "silent");
+    EXPECT_FALSE(c.has_value());
+    connect_returned.store(true);
+  });
+  std::this_thread::sleep_for(100ms);  // the connect is in its setup
+  endpoint->close();
+  EXPECT_TRUE(connect_returned.load()) << "close() returned while a connect was in progress";
+  endpoint.reset();
+  connecting.join();
+}
+
 }  // namespace
 }  // namespace rdma_interop::messaging

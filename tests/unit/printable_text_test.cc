@@ -39,6 +39,14 @@ TEST(PrintableText, ControlsAndEscapesAreWrittenOut) {
   EXPECT_EQ(printable("back\\slash"), "back\\\\slash");  // an escape cannot be forged
 }
 
+TEST(PrintableText, CharactersThatReorderOrBreakARowAreWrittenOut) {
+  EXPECT_EQ(printable("pid \xE2\x80\xAE" "4321"), "pid \\xe2\\x80\\xae4321");  // RLO
+  EXPECT_EQ(printable("\xE2\x81\xA6x"), "\\xe2\\x81\\xa6x");                // LRI
+  EXPECT_EQ(printable("a\xE2\x80\xA8" "b"), "a\\xe2\\x80\\xa8b");           // LINE SEPARATOR
+  EXPECT_EQ(printable("\xD8\x9C"), "\\xd8\\x9c");                          // ALM
+  EXPECT_EQ(printable("\xE2\x80\x94"), "\xE2\x80\x94");                    // an em dash stays
+}
+
 TEST(PrintableText, InvalidUtf8IsWrittenAsHexBytes) {
   EXPECT_EQ(printable("\xff"), "\\xff");
   EXPECT_EQ(printable("\xC0\xAF"), "\\xc0\\xaf");           // overlong '/'

@@ -34,6 +34,10 @@ std::optional<double> parse_number(std::string_view text, double min, double max
 
 std::optional<std::int64_t> parse_integer(std::string_view text, std::int64_t min,
                                           std::int64_t max) {
+  // CLI11 stores the value with strtoll(..., 0), which reads "010" as octal 8: a leading zero
+  // is refused here, so the number validated is the number stored.
+  const std::string_view digits = text.substr(!text.empty() && text[0] == '-' ? 1 : 0);
+  if (digits.size() > 1 && digits[0] == '0') return std::nullopt;
   std::int64_t v = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v, 10);

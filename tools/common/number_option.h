@@ -25,7 +25,8 @@ namespace rdma_interop::tools {
 // ("seconds", "messages per second") in the message.
 CLI::Validator number_in(double min, double max, std::string unit = {});
 
-// A whole number ("0", "65535") in [min, max]: no fraction, no exponent.
+// A whole number ("0", "65535") in [min, max]: no fraction, no exponent, no leading zero
+// (CLI11 would store "010" as octal 8).
 CLI::Validator integer_in(std::int64_t min, std::int64_t max, std::string unit = {});
 
 // The parsers behind them, for text read elsewhere (files, environment): the value, or

@@ -113,18 +113,25 @@ class Workers {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, slice, [&] { return active_ < limit_; });
   }
+  // Throws what std::thread throws (EAGAIN under a thread limit), with nothing counted.
   void start(std::function<void()> work) {
     reap();
     std::lock_guard lock(mu_);
-    ++active_;
     auto it = threads_.emplace(threads_.end());
-    *it = std::thread([this, it, work = std::move(work)] {
-      work();
-      std::lock_guard done(mu_);
-      --active_;
-      finished_.push_back(it);
-      cv_.notify_all();
-    });
+    try {
+      // The worker's last step takes mu_, held here until it is counted.
+      *it = std::thread([this, it, work = std::move(work)] {
+        work();
+        std::lock_guard done(mu_);
+        --active_;
+        finished_.push_back(it);
+        cv_.notify_all();
+      });
+    } catch (...) {
+      threads_.erase(it);
+      throw;
+    }
+    ++active_;
   }
   void join_all() {
     std::unique_lock lock(mu_);
@@ -291,12 +298,28 @@ int run_serve(const ServeOptions& options) {
     }
     ++handled;
     std::shared_ptr<transport::PendingConnection> request = std::move(pending);
-    workers.start([request, &personality, &options, &stop, &all_ok] {
-      // One connection must never take the listener down: serve_one catches.
-      const json event = serve_one(*request, *personality, options, stop);
-      if (!event["ok"].get<bool>()) all_ok.store(false);
-      print_json_line(event);
-    });
+    try {
+      workers.start([request, &personality, &options, &stop, &all_ok] {
+        // One connection must never take the listener down: serve_one catches.
+        const json event = serve_one(*request, *personality, options, stop);
+        if (!event["ok"].get<bool>()) all_ok.store(false);
+        print_json_line(event);
+      });
+    } catch (const std::exception& e) {
+      // No thread for it (a thread limit): this request is refused, the server goes on.
+      request->reject({});
+      all_ok.store(false);
+      print_json_line(json{{"event", "connection"},
+                           {"peer", request->peer_address()},
+                           {"ok", false},
+                           {"negotiated", nullptr},
+                           {"exchange", nullptr},
+                           {"error", json{{"kind", "setup"},
+                                          {"failure", nullptr},
+                                          {"detail", std::string("no worker thread: ") + e.what()},
+                                          {"terminate", nullptr}}},
+                           {"elapsed_ms", 0.0}});
+    }
   }
   // Connections still being served finish (each bounded by its timeouts, or cut short by
   // the stop request) before the listener closes and the counters are final.

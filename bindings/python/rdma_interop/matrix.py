@@ -88,31 +88,42 @@ class Outcome(str, Enum):
 
 
 # Text in a report may hold what a peer sent (a reject's private data, a Terminate detail, a
-# process name). C0 controls (but tab), DEL, C1 controls and lone surrogates (what
-# surrogateescape makes of bytes that are not UTF-8) would forge lines on a terminal and
-# make XML 1.0 that no JUnit reader accepts; they are written as escapes instead.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
+# process name). C0 controls (but tab), DEL, C1 controls, bidirectional controls and line
+# separators, and lone surrogates (what surrogateescape makes of bytes that are not UTF-8)
+# would forge or reorder lines on a terminal and make XML 1.0 that no JUnit reader accepts;
+# they are written as escapes instead, and a backslash as two.
+_UNPRINTABLE = re.compile("[\\\\\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e"
+                          "\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character (but tab), lone surrogate and XML non-character
-    escaped as ``\\xNN`` / ``\\uNNNN``: one line, safe on a terminal and in XML."""
+    """``text`` with every control character (but tab), bidirectional control, line separator,
+    lone surrogate and XML non-character escaped as ``\\xNN`` / ``\\uNNNN`` and each backslash
+    doubled: one line, safe on a terminal and in XML."""
     def escape(m: re.Match[str]) -> str:
         c = ord(m.group())
+        if c == 0x5C:
+            return "\\\\"  # a backslash: so an escape in the text cannot pass for ours
         return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
     return _UNPRINTABLE.sub(escape, text)
 
 
+# What XML 1.0 cannot carry at all (s2.2 Char): text that printable() has not already seen.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def _xml_safe(root: ET.Element) -> None:
-    """Escapes what XML 1.0 cannot carry in every text and attribute under ``root``; line
-    breaks in element text are kept (a JUnit body is several lines)."""
+    """Escapes what XML 1.0 cannot carry in every text and attribute under ``root``."""
+    def escape(m: re.Match[str]) -> str:
+        c = ord(m.group())
+        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
     for el in root.iter():
         if el.text:
-            el.text = "\n".join(printable(line) for line in el.text.split("\n"))
+            el.text = _NOT_XML.sub(escape, el.text)
         if el.tail:
-            el.tail = "\n".join(printable(line) for line in el.tail.split("\n"))
+            el.tail = _NOT_XML.sub(escape, el.tail)
         for k, v in el.attrib.items():
-            el.attrib[k] = printable(v)
+            el.attrib[k] = _NOT_XML.sub(escape, v)
 
 @dataclass(frozen=True)
 class SideError:
