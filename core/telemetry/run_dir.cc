@@ -65,32 +65,32 @@ bool alphanumeric(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
 }
 
+// The pid in "<pid>-<token>", where the token is `token_size` characters of `in_set`.
+std::optional<pid_t> pid_then_token(std::string_view stem, std::size_t token_size,
+                                    bool (*in_set)(char)) {
+  const auto dash = stem.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  const auto token = stem.substr(dash + 1);
+  if (token.size() != token_size || !all_of(token, in_set)) return std::nullopt;
+  return parse_pid(stem.substr(0, dash));
+}
+
 // The pid in a name the publisher makes, "<pid>-<8 lowercase hex digits>.json"
 // (publisher.cc, file_name_for), if `name` is one.
 std::optional<pid_t> published_file_pid(std::string_view name) {
   constexpr std::string_view kSuffix = ".json";
-  constexpr std::size_t kTokenSize = 8;
   if (!ends_with(name, kSuffix)) return std::nullopt;
   name.remove_suffix(kSuffix.size());
-  const auto dash = name.find('-');
-  if (dash == std::string_view::npos) return std::nullopt;
-  const auto token = name.substr(dash + 1);
-  if (token.size() != kTokenSize || !all_of(token, lower_hex)) return std::nullopt;
-  return parse_pid(name.substr(0, dash));
+  return pid_then_token(name, 8, lower_hex);
 }
 
 // The pid in a temporary name write_atomically makes, ".tmp-<pid>-XXXXXX" (mkostemp puts
 // six letters or digits in place of the Xs), if `name` is one.
 std::optional<pid_t> temp_file_pid(std::string_view name) {
   constexpr std::string_view kPrefix = ".tmp-";
-  constexpr std::size_t kRandomSize = 6;
   if (!starts_with(name, kPrefix)) return std::nullopt;
   name.remove_prefix(kPrefix.size());
-  const auto dash = name.find('-');
-  if (dash == std::string_view::npos) return std::nullopt;
-  const auto random = name.substr(dash + 1);
-  if (random.size() != kRandomSize || !all_of(random, alphanumeric)) return std::nullopt;
-  return parse_pid(name.substr(0, dash));
+  return pid_then_token(name, 6, alphanumeric);
 }
 
 // Whose files are believed: root's, ours, and those of whoever owns the directory (they

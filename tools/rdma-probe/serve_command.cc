@@ -50,23 +50,28 @@ constexpr int kMaxConcurrent = 64;
 // without it (SignalWatch).
 constexpr auto kStopGrace = std::chrono::milliseconds(600);
 
+// The "connection" event of a connection that failed before any exchange.
+json failed_connection(const std::string& peer, json error, double elapsed) {
+  return json{{"event", "connection"}, {"peer", peer},          {"ok", false},
+              {"negotiated", nullptr}, {"exchange", nullptr},   {"error", std::move(error)},
+              {"elapsed_ms", elapsed}};
+}
+
+// An "error" object for a failure of ours, not the peer's (no cm failure, no Terminate).
+json local_error(const char* kind, const std::string& detail) {
+  return json{{"kind", kind}, {"failure", nullptr}, {"detail", detail}, {"terminate", nullptr}};
+}
+
 // Accepts one pending connection, runs the exchange, returns the "connection" event.
-json serve_one(transport::PendingConnection& pending, const cm::Personality& personality,
-               const ServeOptions& options, const std::atomic<bool>& stop) {
-  auto start = Clock::now();
+json serve_one_unguarded(transport::PendingConnection& pending,
+                         const cm::Personality& personality, const ServeOptions& options,
+                         const std::atomic<bool>& stop, Clock::time_point start) {
   json event{{"event", "connection"}, {"peer", pending.peer_address()}};
-  // An exception must not cross the worker thread's edge (std::terminate): it becomes this
-  // connection's failure.
-  try {
   ExchangeMemory memory;  // outlives the connection: the provider uses it
   auto accepted = pending.accept(personality.private_data, memory.caps());
   if (!accepted) {
-    event["ok"] = false;
-    event["negotiated"] = nullptr;
-    event["exchange"] = nullptr;
-    event["error"] = setup_error_json(accepted.error());
-    event["elapsed_ms"] = elapsed_ms(start);
-    return event;
+    return failed_connection(pending.peer_address(), setup_error_json(accepted.error()),
+                             elapsed_ms(start));
   }
   auto& connection = **accepted;
   ExchangeOptions exchange_options;
@@ -86,19 +91,21 @@ json serve_one(transport::PendingConnection& pending, const cm::Personality& per
   event["exchange"] = exchange_json(result, /*with_steps=*/true);
   event["error"] = result.ok ? json(nullptr) : exchange_error_json(result);
   event["elapsed_ms"] = elapsed_ms(start);
-  } catch (const std::exception& e) {
-    event = json{{"event", "connection"},
-                 {"peer", pending.peer_address()},
-                 {"ok", false},
-                 {"negotiated", nullptr},
-                 {"exchange", nullptr},
-                 {"error", json{{"kind", "exchange"},
-                                {"failure", nullptr},
-                                {"detail", std::string("internal error: ") + e.what()},
-                                {"terminate", nullptr}}},
-                 {"elapsed_ms", elapsed_ms(start)}};
-  }
   return event;
+}
+
+// serve_one_unguarded, with an exception turned into this connection's failure: it must
+// not cross the worker thread's edge (std::terminate).
+json serve_one(transport::PendingConnection& pending, const cm::Personality& personality,
+               const ServeOptions& options, const std::atomic<bool>& stop) {
+  const auto start = Clock::now();
+  try {
+    return serve_one_unguarded(pending, personality, options, stop, start);
+  } catch (const std::exception& e) {
+    return failed_connection(pending.peer_address(),
+                             local_error("exchange", std::string("internal error: ") + e.what()),
+                             elapsed_ms(start));
+  }
 }
 
 // The connections being served, each on its own thread. Finished workers are joined by the
@@ -255,13 +262,7 @@ int run_serve(const ServeOptions& options) {
   auto report_setup_failures = [&] {
     for (auto& f : (*listener)->take_setup_failures()) {
       const bool overflow = f.error.failure == cm::CmFailure::kBacklogFull;
-      print_json_line(json{{"event", "connection"},
-                           {"peer", f.peer_address},
-                           {"ok", false},
-                           {"negotiated", nullptr},
-                           {"exchange", nullptr},
-                           {"error", setup_error_json(f.error)},
-                           {"elapsed_ms", f.elapsed_ms}});
+      print_json_line(failed_connection(f.peer_address, setup_error_json(f.error), f.elapsed_ms));
       if (overflow) continue;
       all_ok.store(false);
       ++handled;
@@ -309,16 +310,9 @@ int run_serve(const ServeOptions& options) {
       // No thread for it (a thread limit): this request is refused, the server goes on.
       request->reject({});
       all_ok.store(false);
-      print_json_line(json{{"event", "connection"},
-                           {"peer", request->peer_address()},
-                           {"ok", false},
-                           {"negotiated", nullptr},
-                           {"exchange", nullptr},
-                           {"error", json{{"kind", "setup"},
-                                          {"failure", nullptr},
-                                          {"detail", std::string("no worker thread: ") + e.what()},
-                                          {"terminate", nullptr}}},
-                           {"elapsed_ms", 0.0}});
+      print_json_line(failed_connection(
+          request->peer_address(),
+          local_error("setup", std::string("no worker thread: ") + e.what()), 0.0));
     }
   }
   // Connections still being served finish (each bounded by its timeouts, or cut short by
