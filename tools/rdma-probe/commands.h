@@ -72,7 +72,13 @@ struct XrcOptions {
   std::optional<int> retries;             // --probe-retries
 };
 
+struct DevicesOptions {
+  std::vector<std::string> devices;  // --device; empty: every device present
+  bool json = false;
+};
+
 int run_serve(const ServeOptions& options);
+int run_devices(const DevicesOptions& options);
 int run_xrc(const XrcOptions& options);
 int run_connect(const ConnectOptions& options);
 int run_list_personalities(const ListOptions& options);

@@ -27,6 +27,8 @@ constexpr const char* kDescription =
 
   rdma-probe [--json] [--timeout S] tcp://HOST:PORT     what does this peer speak?
   rdma-probe serve | connect | personalities ...        the interop responder and initiator
+  rdma-probe devices [--json]                           this node's RDMA devices: kind, driver,
+                                                        ports, addresses, limits, capabilities
   rdma-probe xrc [--simulate SEED]                      XRC on this node's devices; the lifetime
                                                         engine on a simulated node
 
@@ -273,6 +275,69 @@ EXIT CODES
   1  the simulated run broke a guarantee (the verdict says which, and when)
   2  bad arguments: unknown device, bad probe settings)";
 
+constexpr const char* kDevicesDescription =
+    R"(List this node's RDMA devices: what each one is, how to reach it, what it can do.
+
+For an interop lab's report, and for a runner that pairs devices: two devices can talk when
+their kinds are equal, at the IP addresses of their ports' network interfaces.
+
+Each device (or each --device) is opened and asked:
+  kind          iwarp (iWARP transport: siw, cxgb4, irdma), ib (InfiniBand), or for IB
+                transport on Ethernet ports: roce-v2 when any GID entry is RoCE v2, else
+                roce-v1 (roce: the GID table is empty, so the version cannot be told)
+  driver        the kernel driver (siw, rxe, mlx5, ...) from RDMA netlink's uverbs driver id,
+                the one rdma-core picks its provider by; else the basename of the
+                /sys/class/infiniband/DEV/device/driver symlink. That symlink is also shown
+                on its own as the bus driver (the parent device's, often the NIC's PCI
+                driver); soft devices (siw, rxe) have none
+  identity      fw_ver, hw_ver, vendor and part ids, node and system image GUIDs
+  ports         state (DOWN, INIT, ARMED, ACTIVE) and physical state, active MTU, LID
+                (InfiniBand), link layer, RoCE versions, the GID table (index, GID, type)
+  netdev        each port's network interface with its IPv4 and IPv6 addresses: from RDMA
+                netlink, as 'rdma link' shows it (iWARP GID entries name no interface), else
+                from the RoCE GID entries; otherwise unknown, with the reason
+  limits        ibv_query_device: max_qp, max_qp_wr, max_sge, max_cq, max_cqe, max_mr,
+                max_mr_size, max_pd, max_srq, max_qp_rd_atom, max_qp_init_rd_atom
+  capabilities  asked for real, each yes or no with the reason (the errno text when a verb
+                failed): xrc (ibv_open_xrcd), srq (ibv_create_srq), ud (ibv_create_qp
+                IBV_QPT_UD; iWARP has none), odp (IBV_ODP_SUPPORT and an on-demand
+                ibv_reg_mr), memory windows (ibv_alloc_mw), atomics (atomic_cap only: an
+                atomic needs a connected peer)
+Everything created to ask is destroyed again. A node without RDMA devices is a fact, not an
+error: the list is empty and the exit status 0.
+
+With --json, one object (schema rdma-interop/devices/1):
+  {"schema":"rdma-interop/devices/1","node":"lab-a","devices":[{"name":"siw0",
+   "kind":"iwarp","transport":"iwarp","node_type":"iWARP NIC","driver":"siw",
+   "driver_source":"netlink","bus_driver":null,"node_guid":"5054:00ff:fe12:3456",
+   "sys_image_guid":"5054:00ff:fe12:3456","fw_ver":"0.0.0","vendor_id":6450548,
+   "vendor_part_id":1,"hw_ver":0,"limits":{"max_qp":102400,...},
+   "ports":[{"port":1,"state":"ACTIVE","phys_state":"LINK_UP","active_mtu":1024,"lid":null,
+     "link_layer":"Ethernet","roce_versions":[],"netdev":{"name":"eth0","ifindex":2,
+     "source":"netlink"},"netdev_unknown":null,"addresses":["10.0.2.15/24",
+     "fe80::5054:ff:fe12:3456/64"],"gids":[{"index":0,"gid":"...","type":"ib",
+     "netdev_index":null}],"gid_error":null}],
+   "capabilities":{"xrc":{"supported":false,"errno":95,"detail":"..."},"srq":{...},
+     "ud":{...},"odp":{...},"memory_windows":{...},"atomics":{...}}}]}
+"addresses" are the netdev's, IPv4 first, as 'ip -brief address' shows them; "netdev" is
+null when unknown ("netdev_unknown" says why, "addresses" is empty). "driver_source" is
+netlink, sysfs, or "unknown: <why>". A device that could not be opened is
+{"name","error","errno"}.
+With no device at all: {"schema":...,"node":"lab-a","devices":[],"note":"no RDMA device"}.
+)";
+
+constexpr const char* kDevicesFooter = R"(
+EXAMPLES
+  rdma-probe devices                         every device, one block each
+  rdma-probe devices --device rxe0 --json    one device, as JSON
+  rdma-probe devices --json | jq -r '.devices[] | select(.kind == "roce-v2")
+      | .name + " " + .ports[0].netdev.addresses[0].address'
+
+EXIT CODES
+  0  listed (also when the node has no RDMA device)
+  1  a device is present but could not be opened or queried (its entry says why)
+  2  bad arguments: a --device this node does not have (the message lists those present))";
+
 // Option help, wrapped to fit beside the option column (CLI11 does not wrap).
 std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 64); }
 
@@ -380,7 +445,8 @@ int main(int argc, char** argv) {
   connect_cmd
       ->add_option("uri", connect.uri,
                    wrap("The responder: tcp://ADDR:PORT, or verbs://ADDR:PORT[?ack_timeout=N"
-                        "&retry_count=N&rnr_retry=N] for rdma-core"))
+                        "&retry_count=N&rnr_retry=N&source=ADDR] for rdma-core (source: the "
+                        "local address, which picks the device)"))
       ->required()
       ->type_name("URI");
   add_personality_options(connect_cmd, connect.personality);
@@ -500,6 +566,18 @@ int main(int argc, char** argv) {
       ->type_name("N")
       ->check(rdma_interop::tools::integer_in(0, 1000));
 
+  DevicesOptions devices;
+  auto* devices_cmd = app.add_subcommand("devices", kDevicesDescription);
+  devices_cmd->footer(kDevicesFooter);
+  devices_cmd
+      ->add_option("--device", devices.devices,
+                   wrap("Only this RDMA device (as ibv_devices names it); repeatable. A name "
+                        "this node does not have is an error (exit status 2)"))
+      ->type_name("NAME");
+  devices_cmd->add_flag("--json", devices.json,
+                        wrap("Print one JSON object (schema rdma-interop/devices/1) instead of "
+                             "the blocks"));
+
   // `rdma-probe [OPTIONS] URI` is `rdma-probe probe [OPTIONS] URI`: a first argument that is
   // a URI or an option other than the top level's own makes the probe command explicit.
   std::vector<char*> args(argv, argv + argc);
@@ -508,7 +586,7 @@ int main(int argc, char** argv) {
     std::string_view first = argv[1];
     const bool top_level_flag = first == "-h" || first == "--help" || first == "--version";
     const bool command = first == "serve" || first == "connect" || first == "personalities" ||
-                         first == "probe" || first == "xrc";
+                         first == "probe" || first == "devices" || first == "xrc";
     if (!command && !top_level_flag &&
         (first.starts_with("-") || first.find("://") != std::string_view::npos)) {
       args.insert(args.begin() + 1, probe_word);
@@ -516,7 +594,8 @@ int main(int argc, char** argv) {
       // CLI11 would call it "A subcommand is required"; name it instead.
       std::fprintf(stderr,
                    "rdma-probe: error: '%s' is neither a command (serve, connect, personalities, "
-                   "probe, xrc) nor a URI (tcp://HOST:PORT)\nRun with --help for more information.\n",
+                   "probe, devices, xrc) nor a URI (tcp://HOST:PORT)\nRun with --help for more "
+                   "information.\n",
                    argv[1]);
       return kExitUsage;
     }
@@ -539,6 +618,7 @@ int main(int argc, char** argv) {
     if (*connect_cmd) return run_connect(connect);
     if (*list_cmd) return run_list_personalities(list);
     if (*probe_cmd) return run_probe(probe);
+    if (*devices_cmd) return run_devices(devices);
     if (*xrc_cmd) return run_xrc(xrc);
   } catch (const std::exception& e) {
     // Nothing here is expected to throw; if it does, say so instead of aborting.

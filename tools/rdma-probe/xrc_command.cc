@@ -117,7 +117,7 @@ void print_snapshot(const xrc::XrcSnapshot& s) {
   }
 }
 
-int run_devices(const XrcOptions& options) {
+int run_xrc_support(const XrcOptions& options) {
   std::vector<transport::verbs::XrcSupport> found;
   if (options.devices.empty()) {
     found = transport::verbs::query_xrc_support();
@@ -265,7 +265,7 @@ int run_simulation(const XrcOptions& options) {
 }  // namespace
 
 int run_xrc(const XrcOptions& options) {
-  return options.simulate_seed ? run_simulation(options) : run_devices(options);
+  return options.simulate_seed ? run_simulation(options) : run_xrc_support(options);
 }
 
 }  // namespace rdma_interop::probe
