@@ -7,6 +7,7 @@
 //   verbs://siw0  verbs://rxe0:7000      a device name: its first IP address (port 0 = any)
 //   verbs://host.example:7000            a host name, resolved at listen/connect time
 //   verbs://10.0.2.15:7000?ack_timeout=14&retry_count=2&rnr_retry=7
+//   verbs://10.9.0.1:7000?source=10.9.0.2 connect from this local address (and its device)
 // Whether HOST is a device or a host name is decided when the provider uses it (a name
 // that is an RDMA device wins); the options are checked here (verbs/verbs_options.h).
 #pragma once

@@ -244,6 +244,36 @@ def total_tries(reports: Sequence[dict[str, Any]], key: str) -> int:
     return sum(int(r["tries_by_outcome"][key]) for r in reports)
 
 
+def reconcile(reports: Sequence[dict[str, Any]], server: dict[str, Any], *,
+              per_try: str = "half_open_opened") -> None:
+    """Client tallies against the server's final counters: nothing lost, nothing counted
+    twice. `per_try` is the server counter that counts each try once: over tcp every TCP
+    connection (half_open_opened); over verbs every connect request (requests), since
+    rdma_cm shows the listener no half-open stage."""
+    for r in reports:
+        assert r["tries_exact"], "the provider hid retries: tries cannot be reconciled"
+        assert sum(r["outcomes"].values()) == r["attempts"] == r["planned"], r["outcomes"]
+        assert r["outcomes"]["other"] == 0, r["other"]
+    # Each attempt connects on at most one try.
+    assert server["accepted"] == total(reports, "connected")
+    assert server["overflow_rejected"] == total_tries(reports, "overflow_rejected")
+    # A Request the application never decided is rejected without the marker.
+    assert server["rejected_by_app"] + server["pending_expired"] == total_tries(
+        reports, "app_rejected")
+    # Every way the listener can close a connection unanswered.
+    unanswered = (server["overflow_dropped"] + server["pending_aborted"]
+                  + server["half_open_expired"] + server["half_open_aborted"]
+                  + server["half_open_evicted"])
+    assert unanswered == total_tries(reports, "expired")
+    tries = sum(int(r["tries"]) for r in reports)
+    assert server[per_try] == tries, f"every try is counted once ({per_try})"
+    # backlog_counters.h's invariants, with nothing left in flight.
+    assert server["pending"] == server["overflow_waiting"] == server["half_open"] == 0
+    assert server["requests"] == (
+        server["accepted"] + server["rejected_by_app"] + server["pending_expired"]
+        + server["pending_aborted"] + server["overflow_rejected"] + server["overflow_dropped"])
+
+
 def jain(values: Sequence[float]) -> float:
     s, sq = sum(values), sum(v * v for v in values)
     return 1.0 if not values or sq == 0 else s * s / (len(values) * sq)

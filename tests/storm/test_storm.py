@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from storm_support import (DEBIAN_PYTHON, HALF_OPEN_FLOOD, OUTCOMES, StormServer, jain,
-                           run_storms, storm_command, total, total_tries)
+                           reconcile, run_storms, storm_command, total)
 
 BACKLOG = 64
 ACCEPT_DELAY_MS = 5
@@ -62,32 +62,6 @@ def _check_memory(server: StormServer) -> dict[str, Any]:
     return {"rss_start_kib": baseline, "rss_peak_kib": peak}
 
 
-def _reconcile(reports: list[dict[str, Any]], server: dict[str, Any]) -> None:
-    """Client tallies against the server's counters: nothing lost, nothing counted twice."""
-    for r in reports:
-        assert r["tries_exact"], "the provider hid retries: tries cannot be reconciled"
-        assert sum(r["outcomes"].values()) == r["attempts"] == r["planned"], r["outcomes"]
-        assert r["outcomes"]["other"] == 0, r["other"]
-    # Each attempt connects on at most one try.
-    assert server["accepted"] == total(reports, "connected")
-    assert server["overflow_rejected"] == total_tries(reports, "overflow_rejected")
-    # A Request the application never decided is rejected without the marker.
-    assert server["rejected_by_app"] + server["pending_expired"] == total_tries(
-        reports, "app_rejected")
-    # Every way the listener can close a connection unanswered.
-    unanswered = (server["overflow_dropped"] + server["pending_aborted"]
-                  + server["half_open_expired"] + server["half_open_aborted"]
-                  + server["half_open_evicted"])
-    assert unanswered == total_tries(reports, "expired")
-    tries = sum(int(r["tries"]) for r in reports)
-    assert server["half_open_opened"] == tries, "every TCP connection is counted once"
-    # backlog_counters.h's invariants, with nothing left in flight.
-    assert server["pending"] == server["overflow_waiting"] == server["half_open"] == 0
-    assert server["requests"] == (
-        server["accepted"] + server["rejected_by_app"] + server["pending_expired"]
-        + server["pending_aborted"] + server["overflow_rejected"] + server["overflow_dropped"])
-
-
 def _run_storm(lab: Any, tools: dict[str, str], run_dir: Any, *, overflow: str, port: int,
                accept_delay_ms: int, attempts: int, concurrency: int,
                retries: int) -> tuple[list[dict[str, Any]], dict[str, Any], StormServer, float]:
@@ -116,7 +90,7 @@ def _run_storm(lab: Any, tools: dict[str, str], run_dir: Any, *, overflow: str, 
                 "overflow_dropped", "half_open_opened"):
         assert int(settled[key]) == int(final[key]), (key, settled, final)
     counters = {k: int(v) for k, v in final.items() if isinstance(v, int)}
-    _reconcile(reports, counters)
+    reconcile(reports, counters)
     return reports, counters, server, storm_s
 
 

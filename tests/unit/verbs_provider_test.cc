@@ -115,6 +115,20 @@ TEST(VerbsProvider, RefusesBadArgumentsBeforeTheDevice) {
   auto policy = provider->listen(uri("verbs://10.0.2.15:7000"), bad_policy, 4);
   ASSERT_FALSE(policy.has_value());
   EXPECT_EQ(policy.error().kind, ConnectError::Kind::kInvalidArgument);
+
+  // The listener has no drop queue: a drop request is refused, not served as reject.
+  ListenOptions drop(4);
+  drop.overflow = cm::BacklogOverflow::kDrop;
+  auto dropping = provider->listen(uri("verbs://10.0.2.15:7000"), cm::MpaPolicy{}, drop);
+  ASSERT_FALSE(dropping.has_value());
+  EXPECT_EQ(dropping.error().kind, ConnectError::Kind::kInvalidArgument);
+  EXPECT_NE(dropping.error().detail.find("no drop policy"), std::string::npos);
+
+  // source= says where a connect starts: a listener has no use for it.
+  auto sourced =
+      provider->listen(uri("verbs://10.0.2.15:7000?source=10.0.2.15"), cm::MpaPolicy{}, 4);
+  ASSERT_FALSE(sourced.has_value());
+  EXPECT_EQ(sourced.error().kind, ConnectError::Kind::kInvalidArgument);
 }
 
 TEST(VerbsProvider, UnknownDeviceOrHostIsAnArgumentError) {
@@ -319,6 +333,63 @@ TEST_F(VerbsLoopback, RejectCarriesThePeersPrivateData) {
   const std::string pd(c.error().peer_frame->private_data.begin(),
                        c.error().peer_frame->private_data.end());
   EXPECT_EQ(pd.rfind("go away", 0), 0u) << pd;
+}
+
+TEST_F(VerbsLoopback, OverflowRejectCarriesTheBacklogFullMarker) {
+  // A listener with one slot, held by a request nobody takes: the next one is over it.
+  auto small = server_->listen(uri("verbs://" + address_ + ":0"), cm::MpaPolicy{}, 1);
+  ASSERT_TRUE(small.has_value()) << to_string(small.error());
+  auto& listener = **small;
+  const auto local = listener.local_address();
+  const auto where = uri("verbs://" + address_ + ":" + local.substr(local.rfind(':') + 1));
+  ConnectOptions options;
+  options.timeout = 5000ms;
+  auto first = std::async(std::launch::async, [&] { return client_->connect(where, options); });
+  const auto until = Clock::now() + 5s;
+  while (listener.counters().pending < 1 && Clock::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(listener.counters().pending, 1u);
+
+  auto second = client_->connect(where, options);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().kind, ConnectError::Kind::kSetup) << to_string(second.error());
+  EXPECT_EQ(second.error().failure, cm::CmFailure::kBacklogFull) << to_string(second.error());
+  const auto counters = listener.counters();
+  EXPECT_EQ(counters.overflow_rejected, 1u);
+  EXPECT_EQ(counters.requests, 2u);
+  const auto failures = listener.take_setup_failures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].error.failure, cm::CmFailure::kBacklogFull);
+
+  // The application's own Reject stays peer_rejected.
+  auto pending = listener.next_request(5000ms);
+  ASSERT_NE(pending, nullptr);
+  pending->reject({});
+  auto refused = first.get();
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().failure, cm::CmFailure::kPeerRejected) << to_string(refused.error());
+}
+
+TEST_F(VerbsLoopback, SourceAddressIsWhereTheConnectStarts) {
+  auto accepted = std::async(std::launch::async, [&] {
+    auto pending = listener_->next_request(5000ms);
+    EXPECT_NE(pending, nullptr);
+    if (!pending) return std::unique_ptr<Connection>();
+    auto c = pending->accept({}, {});
+    return c ? std::move(*c) : std::unique_ptr<Connection>();
+  });
+  ConnectOptions options;
+  options.timeout = 5000ms;
+  auto c = client_->connect(target("?source=" + address_), options);
+  ASSERT_TRUE(c.has_value()) << to_string(c.error());
+  server_conn_ = accepted.get();
+  ASSERT_NE(server_conn_, nullptr);
+  const auto& from = (*c)->info().local_address;
+  EXPECT_EQ(from.substr(0, from.rfind(':')), address_) << from;
+
+  auto nowhere = client_->connect(target("?source=nosuchdevice0.invalid"), options);
+  ASSERT_FALSE(nowhere.has_value());
+  EXPECT_EQ(nowhere.error().kind, ConnectError::Kind::kInvalidArgument);
+  (*c)->disconnect(1000ms);
 }
 
 TEST_F(VerbsLoopback, NothingListeningIsUnreachable) {

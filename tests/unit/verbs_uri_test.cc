@@ -92,7 +92,8 @@ TEST(VerbsUri, SaysWhatIsWrongWithTheOptions) {
   EXPECT_NE(error_of("verbs://10.0.2.15:7000?retry_count=2&").find("KEY=VALUE"), std::string::npos);
   EXPECT_NE(error_of("verbs://10.0.2.15:7000?Retry=2").find("cannot have"), std::string::npos);
   EXPECT_EQ(error_of("verbs://10.0.2.15:7000?timeout=3"),
-            "unknown verbs URI option 'timeout' (known: ack_timeout, retry_count, rnr_retry)");
+            "unknown verbs URI option 'timeout' (known: ack_timeout, retry_count, rnr_retry, "
+            "source)");
   EXPECT_EQ(error_of("verbs://10.0.2.15:7000?retry_count=9"),
             "verbs URI option retry_count=9 is out of range: 0 to 7");
   EXPECT_NE(error_of("verbs://10.0.2.15:7000?ack_timeout=32").find("0 to 31"), std::string::npos);
@@ -131,6 +132,18 @@ TEST(VerbsOptions, ReadsEachKnob) {
   auto max = parse_verbs_options({{"ack_timeout", "31"}, {"retry_count", "7"}, {"rnr_retry", "7"}});
   ASSERT_TRUE(max.has_value());
   EXPECT_EQ(max->ack_timeout, 31);
+}
+
+TEST(VerbsOptions, ReadsTheSourceAddressAsGiven) {
+  auto options = parse_verbs_options({{"source", "10.9.0.2"}, {"retry_count", "2"}});
+  ASSERT_TRUE(options.has_value()) << options.error();
+  EXPECT_EQ(options->source, "10.9.0.2");
+  EXPECT_EQ(options->retry_count, 2);
+  auto uri = parse_provider_uri("verbs://10.9.0.1:7000?source=fe80::1%veth-b");
+  ASSERT_TRUE(uri.has_value()) << uri.error();
+  EXPECT_EQ(uri->to_string(), "verbs://10.9.0.1:7000?source=fe80::1%veth-b");
+  EXPECT_NE(error_of("verbs://10.9.0.1:7000?source=[::1]").find("cannot have"), std::string::npos);
+  EXPECT_NE(error_of("verbs://10.9.0.1:7000?source=a&source=b").find("twice"), std::string::npos);
 }
 
 TEST(VerbsOptions, RejectsNumbersThatAreNotPlainDecimal) {

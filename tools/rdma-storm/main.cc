@@ -24,7 +24,7 @@ using namespace rdma_interop;
 constexpr const char* kDescription =
     R"(rdma-storm - a bounded connect storm against one MPA listener.
 
-Opens the provider named by URI (tcp://) and runs --attempts connects in total from
+Opens the provider named by URI (tcp:// or verbs://) and runs --attempts connects in total from
 --concurrency client threads, each connecting one at a time (its even share of the attempts),
 holding each connection --hold milliseconds, then disconnecting. No attempt starts after
 --duration-limit; those already running finish. Retryable failures (an overflow Reject, no
@@ -33,6 +33,14 @@ exponential backoff: by the provider's own retry policy (ConnectOptions retries,
 application gets; --retry-mode provider, the default), or by rdma-storm's loop, one provider
 connect per try, so that every try's outcome is counted and the tries can be reconciled
 one for one with the listener's per-Request counters (--retry-mode storm).
+
+verbs://ADDR:PORT storms an rdma_cm listener (rdma-probe serve --listen verbs://...) through
+the verbs provider: each try is one rdma_connect, ADDR's RDMA device carries it, and
+?source=LOCAL picks the local address and device. The provider has no retry policy of its
+own, so retries over verbs need --retry-mode storm. A listener's overflow Reject carries the
+backlog-full marker over verbs too (zero-padded in an IB/RoCE REJ), so overflow_rejected
+counts the same; the listener counts requests where tcp counts TCP connections
+(half_open_opened stays 0).
 
 Every attempt ends in exactly one outcome:
   connected          established (the server counts it as accepted)
@@ -53,6 +61,7 @@ EXAMPLES
   rdma-storm tcp://198.18.0.1:7174 --attempts 2000 --concurrency 32 --json
   rdma-storm tcp://198.18.0.1:7174 --attempts 500 --retries 3 --retry-backoff 20 --hold 50
   rdma-storm tcp://127.0.0.1:7175 --raw-tcp --attempts 1000   (benchmark baseline)
+  rdma-storm verbs://10.9.0.1:7400?source=10.9.0.2 --attempts 20 --concurrency 4 --json
 
 EXIT STATUS
   0  the storm ran; the outcomes are in the report
@@ -77,7 +86,9 @@ int main(int argc, char** argv) {
   bool as_json = false;
   std::string retry_mode = "provider";
 
-  app.add_option("uri", uri_text, "The listener: tcp://ADDR:PORT")->required()->type_name("URI");
+  app.add_option("uri", uri_text, "The listener: tcp://ADDR:PORT or verbs://ADDR:PORT[?...]")
+      ->required()
+      ->type_name("URI");
   app.add_option("-n,--attempts", config.attempts, "Attempts in total (default 1000)")
       ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   app.add_option("-c,--concurrency", config.concurrency,
@@ -139,10 +150,28 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(try_timeout_s));
 
   auto target = transport::parse_provider_uri(uri_text);
-  if (!target || target->scheme != "tcp" || target->port == 0) {
+  const bool usable =
+      target && (target->scheme == "tcp" || target->scheme == "verbs") && target->port != 0;
+  if (!usable) {
     std::fprintf(stderr, "rdma-storm: error: %s: %s\n", uri_text.c_str(),
-                 target ? "a tcp://ADDR:PORT URI with a non-zero port is needed"
+                 target ? "a tcp://ADDR:PORT or verbs://ADDR:PORT URI with a non-zero port is "
+                          "needed"
                         : target.error().c_str());
+    return 2;
+  }
+  if (target->scheme == "verbs" && config.raw_tcp) {
+    std::fprintf(stderr,
+                 "rdma-storm: error: --raw-tcp makes plain TCP connects: it needs a "
+                 "tcp:// URI\n");
+    return 2;
+  }
+  // The verbs provider has no retry policy (ConnectOptions::retries): its retries would
+  // silently not happen.
+  if (target->scheme == "verbs" && config.retries > 0 &&
+      config.retry_mode == storm::StormConfig::RetryMode::kProvider) {
+    std::fprintf(stderr,
+                 "rdma-storm: error: the verbs provider does not retry a connect "
+                 "itself: use --retry-mode storm with --retries over verbs://\n");
     return 2;
   }
   config.target = *target;

@@ -13,7 +13,7 @@ namespace rdma_interop::storm {
 using Millis = std::chrono::milliseconds;
 
 struct StormConfig {
-  transport::ProviderUri target;   // tcp://ADDR:PORT
+  transport::ProviderUri target;   // tcp://ADDR:PORT or verbs://ADDR:PORT
   cm::Personality personality;     // the initiator's MPA policy and private data
   std::uint64_t attempts = 1000;   // in total, split evenly across the client threads
   unsigned concurrency = 16;       // client threads, each one connect at a time

@@ -4,11 +4,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "core/transport/provider.h"
 #include "core/transport/verbs/cm_address.h"
@@ -34,20 +37,41 @@ constexpr std::uint32_t kRemoteAccess =
     rdmap::kLocalWrite | rdmap::kRemoteWrite | rdmap::kRemoteRead;
 // Same MR index, another key: an rkey no region has (one key per index at a time).
 constexpr std::uint32_t kKeyFlip = 0xff;
+// Two nodes: how often a refused connect is tried again (the server of the check is not
+// listening yet).
+constexpr auto kRefusedRetry = std::chrono::milliseconds(200);
 
 void write_line(int fd, const std::string& line) {
   const std::string text = line + "\n";
   [[maybe_unused]] const auto n = ::write(fd, text.data(), text.size());
 }
 
-std::string uri_for(const Config& c, std::uint16_t port, bool rc_knobs) {
-  std::string host = c.address.find(':') != std::string::npos ? "[" + c.address + "]" : c.address;
+// The listener's URI (`client` false) names `address`; the client's names the peer on two
+// nodes, where a given `address` becomes the connect's source (source=, verbs_options.h),
+// and `address` on one.
+std::string uri_for(const Config& c, std::uint16_t port, bool client, bool rc_knobs) {
+  const bool remote = client && !c.peer.empty();
+  const std::string& target = remote ? c.peer : c.address;
+  std::string host = target.find(':') != std::string::npos ? "[" + target + "]" : target;
   std::string uri = "verbs://" + host + ":" + std::to_string(port);
+  std::vector<std::string> query;
   if (rc_knobs) {
-    uri += "?ack_timeout=" + std::to_string(c.ack_timeout) +
-           "&retry_count=" + std::to_string(c.retry_count);
+    query.push_back("ack_timeout=" + std::to_string(c.ack_timeout));
+    query.push_back("retry_count=" + std::to_string(c.retry_count));
   }
+  if (remote && !c.address.empty()) query.push_back("source=" + c.address);
+  for (std::size_t i = 0; i < query.size(); ++i) uri += (i == 0 ? "?" : "&") + query[i];
   return uri;
+}
+
+// "10.9.0.2" of "10.9.0.2:4711", "fe80::1%2" of "[fe80::1%2]:4711".
+std::string host_of(const std::string& address) {
+  if (!address.empty() && address.front() == '[') {
+    const auto close = address.find(']');
+    return close == std::string::npos ? address : address.substr(1, close - 1);
+  }
+  const auto colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
 }
 
 std::vector<std::uint8_t> pattern_bytes(std::size_t n, std::uint64_t seed) {
@@ -66,8 +90,11 @@ std::string mismatch_text(std::span<const std::uint8_t> bytes, std::uint64_t see
 
 // ---- Server -------------------------------------------------------------------------------
 
-// Answers the client's requests until it disconnects or `end`.
-void serve_requests(MessageLink& link, std::vector<std::uint8_t>& region, Clock::time_point end) {
+// Answers the client's requests until it disconnects, says "bye", or `end`; or until it
+// says "die", which this process does at once by SIGKILL, as the one-node client would kill
+// it: no destructor runs, the kernel alone tears the queue pair and the connection down.
+void serve_requests(MessageLink& link, std::vector<std::uint8_t>& region, Clock::time_point end,
+                    int report_fd) {
   std::string why;
   while (Clock::now() < end) {
     link.set_deadline(std::min(end, Clock::now() + 250ms));
@@ -98,6 +125,9 @@ void serve_requests(MessageLink& link, std::vector<std::uint8_t>& region, Clock:
       link.send_text(verdict, why);
     } else if (op == "bye") {
       return;
+    } else if (op == "die") {
+      write_line(report_fd, "dying");
+      ::raise(SIGKILL);
     }
   }
 }
@@ -169,13 +199,59 @@ double retry_exceeded_ms(const Config& config) {
   return 4.096e-3 * static_cast<double>(1u << config.ack_timeout) * (config.retry_count + 1);
 }
 
-// SIGKILLs the server and reaps it (its kernel objects are gone once it is reaped); returns
-// the moment it was dead.
-Clock::time_point kill_server(int server_pid) {
-  ::kill(server_pid, SIGKILL);
-  int status = 0;
-  ::waitpid(server_pid, &status, 0);
-  return Clock::now();
+// How long a server asked to die has to show it: the die request's completion, then the
+// CM's disconnect. Its kernel sends the disconnect as the process's files close.
+constexpr auto kDeathWait = 5s;
+
+// The server as the client sees it: its pid on one node (0: on another), and whether the
+// check has ended it.
+struct ServerEnd {
+  int pid = 0;
+  bool ended = false;
+};
+
+struct Death {
+  Clock::time_point at;  // the moment the server is known dead
+  std::string note;      // two nodes: how its death showed, for the detail
+};
+
+// Ends the server's process. One node: SIGKILL to the forked child, reaped (its kernel
+// objects are gone once it is reaped). Two nodes (pid 0): "die" over the link, then
+// the server counts as dead when the CM reports the disconnect its kernel made, the first
+// sign of the death that reaches this node (or after kDeathWait without one: the request
+// was delivered, and SIGKILL cannot be ignored). nullopt: the request could not be sent
+// (`why` says).
+std::optional<Death> end_server(MessageLink& link, ServerEnd& server, std::string& why) {
+  if (server.pid > 0) {
+    ::kill(server.pid, SIGKILL);
+    int status = 0;
+    ::waitpid(server.pid, &status, 0);
+    server.ended = true;
+    return Death{Clock::now(), {}};
+  }
+  const auto asked = Clock::now();
+  link.set_deadline(asked + kDeathWait);  // the caller sets its own for what follows
+  if (!link.send_text("die", why)) {
+    why = "asking the server to die: " + why;
+    return std::nullopt;
+  }
+  server.ended = true;
+  auto& c = link.connection();
+  while (c.state() == ConnectionState::kConnected && Clock::now() < asked + kDeathWait) {
+    std::this_thread::sleep_for(2ms);
+  }
+  const auto at = Clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - asked).count();
+  if (c.state() == ConnectionState::kConnected) {
+    return Death{at, "the server was asked to die; no disconnect in " + std::to_string(ms) +
+                         " ms, taken for dead then"};
+  }
+  return Death{
+      at, "the server was asked to die; its disconnect came " + std::to_string(ms) + " ms later"};
+}
+
+std::string with_note(std::string detail, const Death& death) {
+  return death.note.empty() ? detail : detail + " (" + death.note + ")";
 }
 
 // How long to wait for a request to the dead server: the retry time four times over, but at
@@ -189,7 +265,7 @@ Clock::time_point dead_peer_deadline(const Config& config, Clock::time_point dea
 // `local` (kRegionSize) must outlive the connection: the device may write it until then.
 Outcome run_check(const Config& config, std::string_view name, MessageLink& link,
                   const Region& region, const std::vector<std::uint8_t>& server_data,
-                  int server_pid, bool iwarp, std::vector<std::uint8_t>& local) {
+                  ServerEnd& server, bool iwarp, std::vector<std::uint8_t>& local) {
   auto& c = link.connection();
   std::string why;
   const std::uint32_t lkey = c.register_memory(local.data(), local.size(), rdmap::kLocalWrite);
@@ -301,7 +377,9 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
   }
 
   if (name == "dead-peer-read") {
-    const auto dead_at = kill_server(server_pid);
+    const auto death = end_server(link, server, why);
+    if (!death) return error_outcome(why);
+    const auto dead_at = death->at;
     const auto state_before = c.state();
     const std::string detail_before = c.error_detail();
     link.set_deadline(dead_peer_deadline(config, dead_at));
@@ -313,28 +391,34 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     if (!wc) {
       Outcome o;
       o.got = "no_completion";
-      o.detail = "Read to the dead peer, posted " +
-                 std::string(state_before == ConnectionState::kConnected
-                                 ? "before the CM reported the disconnect"
-                                 : "after: " + detail_before) +
-                 ": " + why +
-                 (iwarp ? "; a request posted to a queue pair in ERROR must complete "
-                          "flushed, this device neither ran nor flushed it"
-                        : "");
+      o.detail = with_note("Read to the dead peer, posted " +
+                               std::string(state_before == ConnectionState::kConnected
+                                               ? "before the CM reported the disconnect"
+                                               : "after: " + detail_before) +
+                               ": " + why +
+                               (iwarp ? "; a request posted to a queue pair in ERROR must "
+                                        "complete flushed, this device neither ran nor "
+                                        "flushed it"
+                                      : ""),
+                           *death);
       return o;
     }
-    auto o = status_outcome(
-        *wc, expected,
-        "Read posted " +
-            std::string(state_before == ConnectionState::kConnected ? "while still connected"
-                                                                    : "after: " + detail_before) +
-            "; completed " + std::to_string(static_cast<long>(ms)) + " ms after the peer died");
+    auto o = status_outcome(*wc, expected,
+                            with_note("Read posted " +
+                                          std::string(state_before == ConnectionState::kConnected
+                                                          ? "while still connected"
+                                                          : "after: " + detail_before) +
+                                          "; completed " + std::to_string(static_cast<long>(ms)) +
+                                          " ms after the peer died",
+                                      *death));
     o.extra["completion_ms"] = static_cast<long>(ms);
     o.extra["connection"] = c.error_detail();
     return o;
   }
   if (name == "dead-peer-bad-rkey-read") {
-    const auto dead_at = kill_server(server_pid);
+    const auto death = end_server(link, server, why);
+    if (!death) return error_outcome(why);
+    const auto dead_at = death->at;
     link.set_deadline(dead_peer_deadline(config, dead_at));
     const WcStatus expected = iwarp ? WcStatus::kFlushed : WcStatus::kRetryExceeded;
     const std::uint32_t bad_rkey = region.stag ^ kKeyFlip;
@@ -345,19 +429,22 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       // flushes a request posted to a queue pair the dead peer's disconnect left behind).
       Outcome o;
       o.got = "no_completion";
-      o.detail = "1-octet Read with a bad rkey to the dead peer, posted " +
-                 std::string(state_before == ConnectionState::kConnected
-                                 ? "before the CM reported the disconnect"
-                                 : "after it") +
-                 ": " + why;
+      o.detail = with_note("1-octet Read with a bad rkey to the dead peer, posted " +
+                               std::string(state_before == ConnectionState::kConnected
+                                               ? "before the CM reported the disconnect"
+                                               : "after it") +
+                               ": " + why,
+                           *death);
       o.extra["probe_outcome"] = "timed_out";
       return o;
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - dead_at).count();
-    auto o = status_outcome(*wc, expected,
-                            "1-octet Read with bad rkey " + std::to_string(bad_rkey) +
-                                " to the killed server; completed " +
-                                std::to_string(static_cast<long>(ms)) + " ms after it died");
+    auto o =
+        status_outcome(*wc, expected,
+                       with_note("1-octet Read with bad rkey " + std::to_string(bad_rkey) +
+                                     " to the killed server; completed " +
+                                     std::to_string(static_cast<long>(ms)) + " ms after it died",
+                                 *death));
     o.extra["completion_ms"] = static_cast<long>(ms);
     o.extra["probe_outcome"] = std::string(xrc::probe_outcome_name(
         xrc::probe_outcome_of(wc->status, xrc::ProbeKind::kInvalidRkeyRead)));
@@ -415,7 +502,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.detail = "against the live server " + std::to_string(live.answered) + " answered, " +
                  std::to_string(live.failed) + " failed: expected 3 answered and none failed";
       o.extra["outcomes"] = outcomes;
-      kill_server(server_pid);
+      end_server(link, server, why);
       return o;
     }
     link.set_deadline(Clock::now() + 5s);
@@ -425,10 +512,17 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.detail = "after the probes a good 64-octet Read " +
                  (good ? "completed " + std::string(rdmap::wc_status_name(good->status))
                        : "failed: " + why);
-      kill_server(server_pid);
+      end_server(link, server, why);
       return o;
     }
-    const auto dead_at = kill_server(server_pid);
+    link.set_deadline(Clock::now() + 5s);
+    const auto death = end_server(link, server, why);
+    if (!death) {
+      o.result = "error";
+      o.detail = why;
+      return o;
+    }
+    const auto dead_at = death->at;
     drive(dead_at + bound + 3s, [&] { return probe.state() == xrc::SenderState::kDead; });
     const auto found_ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - dead_at).count();
@@ -439,9 +533,12 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     const bool in_bound = found_ms <= bound.count() + 1000;
     o.ok = probe.state() == xrc::SenderState::kDead && in_bound;
     o.result = o.ok ? "pass" : "fail";
-    o.detail = std::to_string(live.answered) + " probes answered by the live server, a good Read " +
-               "after them; killed, it was found " + o.got + " after " +
-               std::to_string(found_ms) + " ms (bound " + std::to_string(bound.count()) + " ms)";
+    o.detail = with_note(std::to_string(live.answered) +
+                             " probes answered by the live server, a good Read after them; "
+                             "killed, it was found " +
+                             o.got + " after " + std::to_string(found_ms) + " ms (bound " +
+                             std::to_string(bound.count()) + " ms)",
+                         *death);
     return o;
   }
   return error_outcome("unknown check");
@@ -449,13 +546,18 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
 
 }  // namespace
 
+bool kills_server(std::string_view check) {
+  return check == "dead-peer-read" || check == "dead-peer-bad-rkey-read" ||
+         check == "liveness-probe";
+}
+
 int run_server(const Config& config, std::uint16_t port, int report_fd) {
   auto provider = transport::open_provider("verbs");
   if (!provider) {
     write_line(report_fd, "error " + provider.error());
     return 2;
   }
-  auto where = transport::parse_provider_uri(uri_for(config, port, false));
+  auto where = transport::parse_provider_uri(uri_for(config, port, false, false));
   if (!where) {
     write_line(report_fd, "error " + where.error());
     return 2;
@@ -466,32 +568,46 @@ int run_server(const Config& config, std::uint16_t port, int report_fd) {
     return 2;
   }
   write_line(report_fd, "ready " + (*listener)->local_address());
-  const auto end = Clock::now() + config.timeout;
+  if (const auto device = device_of(config.address); !device.empty()) {
+    write_line(report_fd,
+               "device " + device + " " + transport::verbs::rdma_device_transport(device));
+  }
+  auto failed = [&](int status, const std::string& why) {
+    write_line(report_fd, "failed " + why);
+    return status;
+  };
   auto pending = (*listener)->next_request(config.timeout);
-  if (!pending) return 2;
+  if (!pending) {
+    return failed(
+        2, "no client connected within " + std::to_string(config.timeout.count() / 1000) + " s");
+  }
+  // The client's whole check from here: on two nodes it may come late (its previous check
+  // still ran after that check's server had died), and must still get all of it.
+  const auto end = Clock::now() + config.timeout;
   ReceiveRing ring;  // before the connection, after it in destruction order
   std::vector<std::uint8_t> region(kRegionSize, 0);
   const std::uint64_t seed_r = random_seed();
   const std::uint64_t seed_s = random_seed();
   fill_pattern(region, seed_r);
   auto accepted = pending->accept({}, ring.caps());
-  if (!accepted) return 2;
+  if (!accepted) return failed(2, "accept: " + transport::to_string(accepted.error()));
   auto& connection = **accepted;
+  write_line(report_fd, "client " + connection.info().peer_address);
   {
     MessageLink link(connection, ring, end);
     std::string why;
-    if (!link.open(why)) return 2;
+    if (!link.open(why)) return failed(2, why);
     const std::uint32_t stag =
         connection.register_memory(region.data(), region.size(), kRemoteAccess);
-    if (stag == 0) return 2;
+    if (stag == 0) return failed(2, "register_memory failed for the region");
     const std::string announce = "region " + std::to_string(stag) + " " +
                                  std::to_string(reinterpret_cast<std::uint64_t>(region.data())) +
                                  " " + std::to_string(region.size()) + " " +
                                  std::to_string(seed_r) + " " + std::to_string(seed_s);
     if (!link.send_text(announce, why) || !link.send(pattern_bytes(kDataSize, seed_s), why)) {
-      return 1;
+      return failed(1, "telling the client the region: " + why);
     }
-    serve_requests(link, region, end);
+    serve_requests(link, region, end, report_fd);
   }
   if (connection.state() == ConnectionState::kConnected) connection.disconnect(1000ms);
   return 0;
@@ -509,9 +625,9 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
   };
   auto provider = transport::open_provider("verbs");
   if (!provider) return finish(error_outcome(provider.error()));
-  const bool knobs = name == "dead-peer-read" || name == "dead-peer-bad-rkey-read" ||
-                     name == "liveness-probe";
-  const std::string uri_text = uri_for(config, port, knobs);
+  const bool remote = server_pid == 0;
+  ServerEnd server{server_pid};
+  const std::string uri_text = uri_for(config, port, true, kills_server(name));
   out["uri"] = uri_text;
   auto where = transport::parse_provider_uri(uri_text);
   if (!where) return finish(error_outcome(where.error()));
@@ -523,10 +639,39 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
   options.timeout = std::min<std::chrono::milliseconds>(config.timeout, 10000ms);
   const auto end = Clock::now() + config.timeout;
   auto connected = (*provider)->connect(*where, options);
-  if (!connected)
-    return finish(error_outcome("connect: " + transport::to_string(connected.error())));
+  // Two nodes: the --serve side listens on PORT+i only once check i-1's server is gone, and
+  // either node may start first, so "nothing listens there" is tried again until the
+  // check's deadline (a slice at a time).
+  int tries = 1;
+  while (remote && !connected &&
+         connected.error().kind == transport::ConnectError::Kind::kUnreachable &&
+         Clock::now() + kRefusedRetry < end) {
+    std::this_thread::sleep_for(kRefusedRetry);
+    options.timeout = std::clamp(
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()), 1ms, 10000ms);
+    connected = (*provider)->connect(*where, options);
+    ++tries;
+  }
+  if (!connected) {
+    return finish(
+        error_outcome("connect: " + transport::to_string(connected.error()) +
+                      (tries > 1 ? " (" + std::to_string(tries) + " tries in " +
+                                       std::to_string(config.timeout.count() / 1000) + " s)"
+                                 : std::string())));
+  }
   auto& connection = **connected;
-  const auto device = device_of(config.address);
+  // One node: the device of the address under test. Two nodes: of the address this end
+  // connected from (what --address named, or the route chose).
+  const auto local_host = host_of(connection.info().local_address);
+  const auto device = device_of(remote ? local_host : config.address);
+  if (remote) {
+    out["peer"] = config.peer;
+    if (config.address.empty()) out["address"] = local_host;
+    if (!device.empty()) {
+      out["device"] = device;
+      out["transport"] = transport::verbs::rdma_device_transport(device);
+    }
+  }
   const bool iwarp = transport::verbs::rdma_device_transport(device) == "iwarp";
   if (iwarp && (name == "dead-peer-read" || name == "dead-peer-bad-rkey-read")) {
     out["expected"] = "flushed";
@@ -544,15 +689,14 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
     if (!region) return finish(error_outcome("not a region message: " + announce->substr(0, 80)));
     auto data = link.receive(why);
     if (!data) return finish(error_outcome("no data message from the server: " + why));
-    outcome = run_check(config, name, link, *region, *data, server_pid, iwarp, local);
-    const bool killed = name == "dead-peer-read" || name == "dead-peer-bad-rkey-read" ||
-                        name == "liveness-probe";
-    if (connection.state() == ConnectionState::kConnected && !killed) {
+    outcome = run_check(config, name, link, *region, *data, server, iwarp, local);
+    if (connection.state() == ConnectionState::kConnected && !kills_server(name)) {
       link.set_deadline(Clock::now() + 500ms);
       link.send_text("bye", why);
     }
   }
   if (connection.state() == ConnectionState::kConnected) connection.disconnect(1000ms);
+  if (remote && server.ended) out["server"] = "killed by the check (die request)";
   return finish(outcome);
 }
 

@@ -1,11 +1,14 @@
 // checks.h - the RC checks verbs-check runs, each between a client (this process) and a
-// server (a forked child) through rdma-interop's verbs provider on one rdma_cm address.
+// server (a forked child) through rdma-interop's verbs provider on one rdma_cm address, or,
+// in the two-node form, a server on another node (verbs-check --serve there, --peer here).
 //
 // The server listens, accepts, registers a 64 KiB region R filled with pattern(seed_r)
 // (remote read and write) and Sends "region STAG ADDR LEN SEED_R SEED_S" followed by 4 KiB of
 // pattern(seed_s); then it answers the client's requests ("expect-data SEED" + 4 KiB,
 // "verify-region SEED") with "verdict ok" or "verdict <what differs>" until the client
-// disconnects. Each check then does one thing:
+// disconnects, or, from a client on another node, "die": the server then raises SIGKILL on
+// itself, so its kernel tears down the queue pair and the connection as any dying process's
+// does (the two-node form of the SIGKILL below). Each check then does one thing:
 //
 //   send-recv         both Sends verified byte by byte, one each way
 //   write             RDMA Write of 64 KiB into R; the server verifies it
@@ -31,6 +34,11 @@
 //                     after them (the probes did not hurt the QP); then the server is
 //                     SIGKILLed and the probe must call the sender dead within
 //                     detection_bound (+1 s for the guest's scheduling); "got" is the verdict
+//
+// Two nodes: where a check kills the server, the client sends "die" instead and takes the
+// server for dead when the CM reports the disconnect its kernel made (IB/RoCE: the DREQ of
+// the destroyed cm_id; iWARP: the TCP close), the first sign of the death that reaches this
+// node; the check then goes on exactly as on one node.
 //
 // Everything goes through the provider API. Nothing here uses raw verbs.
 #pragma once
@@ -68,21 +76,38 @@ inline constexpr CheckInfo kChecks[] = {
      "dead"},
 };
 
+// The checks that end the server's process (SIGKILL, or "die" over the link).
+bool kills_server(std::string_view check);
+
 struct Config {
-  std::string address;  // rdma_cm address of an RDMA device ("10.0.2.15")
+  // This node's rdma_cm address, of an RDMA device ("10.0.2.15"): the servers listen on it
+  // (one node, --serve); with `peer` the client connects from it (empty: the route decides).
+  std::string address;
+  // Two nodes, the client's side: the address of the node running verbs-check --serve.
+  // Empty: one node, the client connects to `address`.
+  std::string peer;
   std::uint16_t port = 7471;
   std::chrono::milliseconds timeout{15000};  // per check
   unsigned ack_timeout = 16;                 // dead-peer-read: 4.096 us * 2^16 = 268 ms
   unsigned retry_count = 2;
 };
 
-// Runs the server half in this (forked) process. Writes "ready ADDRESS\n" or
-// "error DETAIL\n" to `report_fd` once listening; returns the process exit status.
+// Runs the server half in this (forked) process and returns its exit status (0: served
+// until the client's "bye" or disconnect; 1: the link failed; 2: no client, or setup
+// failed). Waits up to config.timeout for the client, then serves it for up to
+// config.timeout. Reports on `report_fd`, one line each, whoever reads them:
+//   "ready ADDRESS" or "error DETAIL"   once listening, or why not (then it exits 2)
+//   "device NAME TRANSPORT"             the device ADDRESS belongs to ("rxe0 roce")
+//   "client PEER"                       a client connected and was accepted
+//   "failed DETAIL"                     why it ends early (no client in time, accept...)
+//   "dying"                             the client asked it to die: SIGKILL follows
+// The reader must keep the pipe open until the process is gone (or ignore SIGPIPE there).
 int run_server(const Config& config, std::uint16_t port, int report_fd);
 
-// Runs check `name` as the client against a server on `port` whose pid is `server_pid` and
-// whose "ready" line was already read. Returns the check's JSON result (without the common
-// fields run_check adds).
+// Runs check `name` as the client against a server on `port` whose "ready" line was already
+// read: the forked child `server_pid` (one node), or with server_pid 0 the --serve side on
+// Config::peer, asked to die over the link where a check kills the server. Returns the
+// check's JSON result (without the common fields run_isolated adds).
 nlohmann::ordered_json run_client(const Config& config, std::string_view name, std::uint16_t port,
                                   int server_pid);
 

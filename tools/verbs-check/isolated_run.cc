@@ -13,6 +13,7 @@
 
 #include "core/transport/verbs/cm_address.h"
 #include "core/util/json_text.h"
+#include "tools/verbs-check/child_wait.h"
 
 namespace rdma_interop::verbs_check {
 namespace {
@@ -25,57 +26,18 @@ constexpr auto kServerStartWait = 10s;
 constexpr auto kServerExitWait = 3s;
 constexpr auto kRunnerMargin = 15s;  // beyond the check's own timeout
 
-// Reads from `fd` until EOF, a newline (when `one_line`) or `deadline`.
-std::string read_until(int fd, Clock::time_point deadline, bool one_line, bool& timed_out) {
-  std::string out;
-  timed_out = false;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left <= 0ms) {
-      timed_out = true;
-      return out;
-    }
-    pollfd p{fd, POLLIN, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;
-    char buffer[4096];
-    const ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return out;
-    out.append(buffer, static_cast<std::size_t>(got));
-    if (one_line && out.find('\n') != std::string::npos) return out.substr(0, out.find('\n'));
-  }
-}
-
-// Waits for `pid` up to `wait`; kills it if it is still there. Returns its wait status
-// description ("exit 0", "signal 9", "killed after 3 s").
-std::string reap(pid_t pid, std::chrono::milliseconds wait) {
-  const auto deadline = Clock::now() + wait;
-  int status = 0;
-  for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0) return "gone";
-    if (Clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return "killed after " + std::to_string(wait.count()) + " ms";
-    }
-    ::usleep(20000);
-  }
-  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
-  return "status " + std::to_string(status);
-}
-
 json error_json(std::string detail) {
   return json{{"ok", false}, {"result", "error"}, {"got", nullptr}, {"detail", std::move(detail)}};
 }
 
-// The runner: forks the server first, then plays the client.
+// The runner: forks the server first, then plays the client. Two nodes (Config::peer): the
+// server is the peer's verbs-check --serve, and the runner only plays the client.
 json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
+  if (!config.peer.empty()) {
+    json out = run_client(config, check.name, port, 0);
+    if (!out.contains("server")) out["server"] = "remote (verbs-check --serve)";
+    return out;
+  }
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0) return error_json("pipe2 failed");
   const pid_t server = ::fork();
@@ -88,7 +50,8 @@ json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
   bool timed_out = false;
   const std::string line =
       read_until(ready[0], Clock::now() + kServerStartWait, /*one_line=*/true, timed_out);
-  ::close(ready[0]);
+  // ready[0] stays open until the server is gone: it reports more lines (checks.h), unread
+  // here, and a pipe without a reader would end it with SIGPIPE.
   json out;
   if (line.rfind("ready ", 0) != 0) {
     const std::string why = line.rfind("error ", 0) == 0 ? line.substr(6)
@@ -99,10 +62,9 @@ json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
   } else {
     out = run_client(config, check.name, port, server);
     out["server"] =
-        (check.name == "dead-peer-read" || check.name == "dead-peer-bad-rkey-read" ||
-         check.name == "liveness-probe")
-            ? "killed by the check" : reap(server, kServerExitWait);
+        kills_server(check.name) ? "killed by the check" : reap(server, kServerExitWait);
   }
+  ::close(ready[0]);
   // Which device and transport the address belongs to, for the report.
   if (auto address = transport::verbs::resolve_verbs_host(config.address, 0)) {
     if (auto device = transport::verbs::device_of_address(address->get())) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdio>
+#include <span>
 
 #include "core/transport/verbs/cm_address.h"
 #include "core/transport/verbs/verbs_translate.h"
@@ -54,6 +55,15 @@ wire::MpaFrame synthesized_frame(wire::MpaFrameKind kind, std::vector<std::uint8
   f.reject = reject;
   f.private_data = std::move(private_data);
   return f;
+}
+
+// A listener's overflow Reject (cm::kBacklogFullMarker). The IB CM's REJ carries a fixed
+// 148 octets of private data (IBA 12.6.7), so over IB and RoCE the marker arrives followed
+// by zeros; iWARP's MPA Reject carries exactly what was sent.
+bool is_backlog_full_reject(const std::vector<std::uint8_t>& private_data) {
+  auto end = private_data.end();
+  while (end != private_data.begin() && *(end - 1) == 0) --end;
+  return cm::is_backlog_full_marker(std::span(private_data.begin(), end));
 }
 
 ConnectError make_error(ConnectError::Kind kind, std::string detail) {
@@ -169,6 +179,11 @@ ConnectError VerbsConnectionCore::setup_error(const CmEvent& e) const {
       error.detail = "the peer rejected the connection (" + describe(e) +
                      (!iwarp && e.status != kIbRejectConsumer ? ", not by its application" : "") +
                      ")";
+      if (setup_.role == Role::kActive && is_backlog_full_reject(e.private_data)) {
+        error.failure = cm::CmFailure::kBacklogFull;
+        error.detail = "the peer's listener was over its backlog (a Reject with the \"" +
+                       std::string(cm::kBacklogFullMarker) + "\" marker; " + describe(e) + ")";
+      }
       error.peer_frame = synthesized_frame(wire::MpaFrameKind::kReply, e.private_data, true);
       return error;
     }

@@ -5,7 +5,9 @@
 // once the cm_id has a device, lets it post the initial receives, calls begin_setup() and
 // then rdma_connect / rdma_accept. The core answers the waiting connect() or accept() once:
 // with itself on RDMA_CM_EVENT_ESTABLISHED, or with a ConnectError (REJECTED with the
-// peer's private data, UNREACHABLE, CONNECT_ERROR, DISCONNECTED, the deadline).
+// peer's private data, UNREACHABLE, CONNECT_ERROR, DISCONNECTED, the deadline). A Reject
+// whose private data is cm::kBacklogFullMarker (IB/RoCE: zero-padded) is a listener's
+// overflow Reject: failure backlog_full, not peer_rejected.
 //
 // Data path. post_send / post_recv go straight to ibv_post_send / ibv_post_recv from the
 // caller's thread (under the core's mutex). The event thread reads the completion channel,

@@ -14,11 +14,12 @@ constexpr int kMaxStepMs = 5000;
 }  // namespace
 
 Connector::Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
-                     ConnectOptions options, VerbsOptions verbs_options,
-                     std::shared_ptr<SetupRendezvous> result)
+                     std::optional<CmAddress> source, ConnectOptions options,
+                     VerbsOptions verbs_options, std::shared_ptr<SetupRendezvous> result)
     : loop_(loop),
       channel_(channel),
       peer_(peer),
+      source_(std::move(source)),
       options_(std::move(options)),
       verbs_options_(verbs_options),
       result_(std::move(result)),
@@ -42,10 +43,13 @@ void Connector::start() {
                  "address and route resolution did not finish before the deadline");
     }
   });
-  if (rdma_resolve_addr(id_, nullptr, peer_.get(), step_timeout_ms()) != 0) {
+  sockaddr* source = source_ ? source_->get() : nullptr;
+  if (rdma_resolve_addr(id_, source, peer_.get(), step_timeout_ms()) != 0) {
     const int err = errno;
-    return fail(ConnectError::Kind::kUnreachable, "cannot resolve " + format_sockaddr(peer_.get()) +
-                                                      " to an RDMA device: " + errno_sentence(err));
+    return fail(ConnectError::Kind::kUnreachable,
+                "cannot resolve " + format_sockaddr(peer_.get()) + " to an RDMA device" +
+                    (source ? " from " + format_sockaddr(source) : std::string()) + ": " +
+                    errno_sentence(err));
   }
 }
 

@@ -1,7 +1,7 @@
 // verbs_connector.h - the active side of one connect(): address resolution, route
 // resolution, the queue pair, rdma_connect; then the connection core waits for ESTABLISHED.
 //
-//   rdma_resolve_addr -> ADDR_RESOLVED (the id now has a device)
+//   rdma_resolve_addr (from the URI's source=, if any) -> ADDR_RESOLVED (the id has a device)
 //   rdma_resolve_route -> ROUTE_RESOLVED
 //   QueuePair + VerbsConnectionCore, initial receives posted, rdma_connect
 //   -> the core answers: ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, or the deadline
@@ -25,8 +25,11 @@ namespace rdma_interop::transport::verbs {
 
 class Connector : public CmHandler, public std::enable_shared_from_this<Connector> {
  public:
-  Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer, ConnectOptions options,
-            VerbsOptions verbs_options, std::shared_ptr<SetupRendezvous> result);
+  // `source`: the local address to resolve from (VerbsOptions::source, resolved); none: the
+  // route's choice.
+  Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
+            std::optional<CmAddress> source, ConnectOptions options, VerbsOptions verbs_options,
+            std::shared_ptr<SetupRendezvous> result);
 
   void start();
   void on_cm_event(const CmEvent& event) override;
@@ -39,6 +42,7 @@ class Connector : public CmHandler, public std::enable_shared_from_this<Connecto
   tcp::EventLoop& loop_;
   CmChannel& channel_;
   CmAddress peer_;
+  std::optional<CmAddress> source_;
   ConnectOptions options_;
   VerbsOptions verbs_options_;
   std::shared_ptr<SetupRendezvous> result_;

@@ -212,14 +212,18 @@ void VerbsListenerCore::on_cm_event(const CmEvent& e) {
       counters_.overflow_rejected++;
     }
     if (!request && !closed_) {
-      record_failure(
-          format_sockaddr(rdma_get_peer_addr(e.id)),
-          error_of(ConnectError::Kind::kSetup, "over the backlog of " + std::to_string(backlog_) +
-                                                   " waiting requests: rejected"));
+      record_failure(format_sockaddr(rdma_get_peer_addr(e.id)),
+                     error_of(ConnectError::Kind::kSetup,
+                              "over the backlog of " + std::to_string(backlog_) +
+                                  " waiting requests: rejected with the backlog-full marker",
+                              cm::CmFailure::kBacklogFull));
     }
   }
   if (!request) {
-    rdma_reject(e.id, nullptr, 0);
+    // The overflow Reject carries cm::kBacklogFullMarker, as the tcp listener's does, so our
+    // initiators report backlog_full (retry later) rather than the application's refusal.
+    const auto marker = cm::backlog_full_private_data();
+    rdma_reject(e.id, marker.data(), static_cast<std::uint8_t>(marker.size()));
     rdma_destroy_id(e.id);
     return;
   }

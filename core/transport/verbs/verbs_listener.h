@@ -3,7 +3,11 @@
 //
 // Each RDMA_CM_EVENT_CONNECT_REQUEST brings a new cm_id; it waits as a PendingRequest until
 // the application accepts or rejects it. At most `backlog` wait (rdma_listen's backlog
-// bounds the kernel's queue too); more are rejected and reported as setup failures. A
+// bounds the kernel's queue too); more are rejected with cm::kBacklogFullMarker as the
+// Reject's private data (our initiators report that as backlog_full) and reported as setup
+// failures. Only this overflow policy exists here: ListenOptions::overflow kDrop, the
+// half-open limit and the decision and overflow timeouts are not applied (the provider
+// refuses kDrop rather than ignore it). A
 // request whose peer gives up while it waits (REJECTED, CONNECT_ERROR, DISCONNECTED on its
 // id) is dropped and reported the same way.
 //

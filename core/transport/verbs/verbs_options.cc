@@ -56,6 +56,8 @@ Expected<VerbsOptions, std::string> parse_verbs_options(
       auto n = small_number(key, value, 7);  // 3 bits; 7 = infinite
       if (!n) return unexpected(n.error());
       options.rnr_retry_count = *n;
+    } else if (key == "source") {
+      options.source = value;  // resolved when connect uses it (resolve_verbs_host)
     } else {
       return unexpected("unknown verbs URI option '" + key + "' (known: " + known_keys() + ")");
     }

@@ -8,6 +8,12 @@
 // retry_count / rnr_retry_count). On iWARP the LLP is TCP and its own retransmission rules
 // apply: the kernel ignores all three.
 //
+// One more key is not a timing knob: source=ADDRESS (an IP address or an RDMA device's
+// name) is the local address a connect starts from, rdma_resolve_addr's source address,
+// which is what picks the local RDMA device (rping -I). Without it the route to the peer
+// decides; on a node with two devices on one subnet, or both ends of a pair in one host,
+// that choice is the kernel's, not the test's. Only connect uses it: a listener refuses it.
+//
 // Parsing is strict: an unknown key, a repeated key, a value that is not a decimal number or
 // is out of range is an error naming the key and the allowed range. This header is free of
 // rdma-core types so the URI parser and hosts without RDMA can use it.
@@ -35,12 +41,15 @@ struct VerbsOptions {
   // Retries after an RNR NAK (the peer had no receive posted) before rnr_retry_exceeded
   // (0..7); 7 means retry forever, librdmacm's default.
   std::uint8_t rnr_retry_count = 7;
+  // connect: the local address (or device name) to connect from; empty: the route's choice.
+  std::string source;
 
   friend bool operator==(const VerbsOptions&, const VerbsOptions&) = default;
 };
 
 // The query keys, in the order the help lists them.
-inline constexpr std::string_view kVerbsOptionKeys[] = {"ack_timeout", "retry_count", "rnr_retry"};
+inline constexpr std::string_view kVerbsOptionKeys[] = {"ack_timeout", "retry_count", "rnr_retry",
+                                                        "source"};
 
 // Reads the key=value pairs of a verbs URI's query (already split, in order). The error is
 // one sentence: "verbs URI option retry_count=9 is out of range: 0 to 7".

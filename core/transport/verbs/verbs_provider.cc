@@ -47,11 +47,24 @@ class VerbsProvider final : public Provider {
   Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
                                                            const cm::MpaPolicy& policy,
                                                            const ListenOptions& listen_options) override {
-    // rdma_cm has one overflow behaviour per transport (iWARP rejects, IB drops) and no
-    // half-open stage or decision timeout of ours: only the backlog applies here.
+    // rdma_cm shows no half-open stage, and this listener keeps no decision or overflow
+    // timers: only the backlog and the reject policy apply here (verbs_listener.h). A drop
+    // request is refused, not quietly served as reject: the caller's counters would lie.
     const int backlog = listen_options.backlog;
+    if (listen_options.overflow == cm::BacklogOverflow::kDrop) {
+      return unexpected(
+          error_of(ConnectError::Kind::kInvalidArgument,
+                   "the verbs listener has no drop policy: over its backlog it rejects (with the "
+                   "backlog-full marker); use overflow reject, or the tcp provider for drop"));
+    }
     auto options = check_uri(where);
     if (!options) return unexpected(options.error());
+    if (!options->source.empty()) {
+      return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
+                                 "source= is where a connect starts from; a listener listens on "
+                                 "the URI's address (got '" +
+                                     where.to_string() + "')"));
+    }
     if (auto e = check_policy(policy)) return unexpected(std::move(*e));
     if (backlog < 1) {
       return unexpected(
@@ -91,8 +104,17 @@ class VerbsProvider final : public Provider {
     }
     auto address = resolve_verbs_host(where.host, where.port);
     if (!address) return unexpected(error_of(ConnectError::Kind::kUnreachable, address.error()));
+    std::optional<CmAddress> source;
+    if (!verbs_options->source.empty()) {
+      auto local = resolve_verbs_host(verbs_options->source, 0);
+      if (!local) {
+        return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
+                                   "source=" + verbs_options->source + ": " + local.error()));
+      }
+      source = *local;
+    }
     auto result = std::make_shared<SetupRendezvous>();
-    context_->loop().post([context = context_.get(), peer = *address, options,
+    context_->loop().post([context = context_.get(), peer = *address, source, options,
                            verbs_options = *verbs_options, result] {
       auto channel = context->channel();
       if (!channel) {
@@ -100,7 +122,8 @@ class VerbsProvider final : public Provider {
             SetupResult{nullptr, error_of(ConnectError::Kind::kUnreachable, channel.error())});
         return;
       }
-      std::make_shared<Connector>(context->loop(), **channel, peer, options, verbs_options, result)
+      std::make_shared<Connector>(context->loop(), **channel, peer, source, options, verbs_options,
+                                  result)
           ->start();
     });
     // The connector's and the core's deadlines (options.timeout) guarantee an answer.
