@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 AGENT_PORT = 7000
+#: A lab node's SSH server (dropbear), forwarded like the others.
+SSH_PORT = 22
 FIRST_FORWARDED_PORT = 7001
 GUEST_SIW_ADDRESS = "10.0.2.15"
 GUEST_RXE_ADDRESSES = ("10.9.0.1", "10.9.0.2")
@@ -58,6 +60,45 @@ BUILDER = REPO_ROOT / "tools" / "kernel-guest" / "build-guest.sh"
 
 class GuestError(RuntimeError):
     """The guest could not be built, booted or reached."""
+
+
+@dataclass(frozen=True)
+class LabLink:
+    """One link NIC of a lab guest: its kind and the qemu `-netdev` that carries it (e.g. a
+    dgram netdev to tests/devices/link_hub.py's switch on 127.0.0.1; never multicast, which
+    would leave the machine). The netdev's id must be `netdev_id`."""
+
+    kind: str  # "iwarp" (198.18.4.0/24, siw0) or "roce" (198.18.5.0/24, rxe0)
+    netdev: str
+    netdev_id: str
+
+
+_LINK_OCTET = {"iwarp": 4, "roce": 5}
+
+
+@dataclass(frozen=True)
+class LabNode:
+    """What makes a guest a lab node (guest-init.sh): its number, the root's authorized SSH
+    key and its link NICs, each with the MAC the init script finds it by."""
+
+    number: int
+    authorized_key: str
+    links: tuple[LabLink, ...]
+
+    def kernel_arguments(self) -> str:
+        key = base64.b64encode(self.authorized_key.strip().encode()).decode()
+        return f"rdma_lab.node={self.number} rdma_lab.key={key}"
+
+    def qemu_arguments(self) -> list[str]:
+        args = []
+        for link in self.links:
+            mac = f"52:54:00:12:{_LINK_OCTET[link.kind]:02x}:{self.number:02x}"
+            args += ["-netdev", link.netdev,
+                     "-device", f"virtio-net-pci,netdev={link.netdev_id},mac={mac}"]
+        return args
+
+    def address(self, kind: str) -> str:
+        return f"198.18.{_LINK_OCTET[kind]}.{self.number}"
 
 
 @dataclass(frozen=True)
@@ -150,7 +191,8 @@ class Guest:
     """One booted guest. Use as a context manager, or start() and stop()."""
 
     def __init__(self, *, log_dir: Path, share: Path = REPO_ROOT, forwards: int = 8,
-                 memory_mb: int = 1024, boot_timeout: float = 180.0):
+                 memory_mb: int = 1024, boot_timeout: float = 180.0,
+                 lab_node: LabNode | None = None):
         self.log_dir = Path(log_dir)
         self.share = Path(share)
         self.forwards = forwards
@@ -163,6 +205,7 @@ class Guest:
         self._jobs = 0
         self._boots = 0
         self.console_path = self.log_dir / "console.log"
+        self.lab_node = lab_node
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -183,16 +226,23 @@ class Guest:
         if self.console_path.exists():
             # Keep the console of an earlier boot (a crash) next to the new one.
             self.console_path.rename(self.log_dir / f"console.boot{self._boots - 1}.log")
-        ports = _free_ports(self.forwards + 1)
-        self._ports = {AGENT_PORT + i: p for i, p in enumerate(ports)}
+        ports = _free_ports(self.forwards + 2)
+        self._ports = {AGENT_PORT + i: p for i, p in enumerate(ports[:-1])}
+        if self.lab_node is not None:
+            self._ports[SSH_PORT] = ports[-1]
         fwd = ",".join(f"hostfwd=tcp:127.0.0.1:{h}-:{g}" for g, h in self._ports.items())
+        append = "console=ttyS0 panic=-1 printk.time=1"
+        links: list[str] = []
+        if self.lab_node is not None:
+            append += f" {self.lab_node.kernel_arguments()}"
+            links = self.lab_node.qemu_arguments()
         cmd = [
             "qemu-system-x86_64", "-accel", "tcg", "-m", str(self.memory_mb), "-smp", "1",
             "-nodefaults", "-display", "none", "-no-reboot",
             "-kernel", str(self.images / "vmlinuz"), "-initrd", str(self.images / "initrd.img"),
-            "-append", "console=ttyS0 panic=-1 printk.time=1",
+            "-append", append,
             "-chardev", f"file,id=con,path={self.console_path}", "-serial", "chardev:con",
-            "-netdev", f"user,id=n0,{fwd}", "-device", "virtio-net-pci,netdev=n0",
+            "-netdev", f"user,id=n0,{fwd}", "-device", "virtio-net-pci,netdev=n0", *links,
             "-virtfs",
             f"local,path={self.share},mount_tag=host0,security_model=none,readonly=on",
         ]
@@ -244,7 +294,8 @@ class Guest:
     # -- network -----------------------------------------------------------------------
 
     def host_port(self, guest_port: int) -> int:
-        """The 127.0.0.1 port on the host that reaches `guest_port` in the guest."""
+        """The 127.0.0.1 port on the host that reaches `guest_port` in the guest (22 is
+        the SSH server of a lab node)."""
         if guest_port not in self._ports or guest_port == AGENT_PORT:
             raise ValueError(f"guest port {guest_port} is not forwarded; forwarded: "
                              f"{FIRST_FORWARDED_PORT}..{AGENT_PORT + self.forwards}")
@@ -252,7 +303,7 @@ class Guest:
 
     @property
     def forwarded_guest_ports(self) -> list[int]:
-        return [g for g in self._ports if g != AGENT_PORT]
+        return [g for g in self._ports if g not in (AGENT_PORT, SSH_PORT)]
 
     # -- commands ----------------------------------------------------------------------
 

@@ -67,8 +67,10 @@ mkdir -p "$debs" "$root"
 
 # Userspace: the packages we run in the guest and the library closure they depend on.
 # Maintainer-script-only and interactive packages are left out: nothing is configured.
+# dropbear-bin: the SSH server a lab node needs (the device tier reaches nodes over real SSH).
 roots=(busybox-static dash iproute2 ibverbs-providers libibverbs1 librdmacm1 ibverbs-utils
-  rdmacm-utils perftest libisal2 libstdc++6 libgcc-s1 libc6 libnl-3-200 libnl-route-3-200)
+  rdmacm-utils perftest libisal2 libstdc++6 libgcc-s1 libc6 libnl-3-200 libnl-route-3-200
+  dropbear-bin)
 skip='^(adduser|cdebconf|debconf|dpkg|install-info|passwd|libpam-modules.*|libnewt.*|libslang.*|libtextwrap.*|libdebian-installer.*|tar|pci\.ids|readline-common|kmod|libkmod2)$'
 mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts \
   --no-breaks --no-replaces --no-enhances "${roots[@]}" 2>/dev/null |
@@ -141,7 +143,9 @@ for d in bin sbin lib lib64; do
   if [[ -d $root/$d && -d $root/usr/$d && ! -L $root/$d ]]; then cp -a "$root/$d/." "$root/usr/$d/"; rm -rf "${root:?}/$d"; fi
   [[ -e $root/$d ]] || ln -s "usr/$d" "$root/$d"
 done
-echo "root:x:0:0:root:/root:/bin/sh" >"$root/etc/passwd"
+# dash, not busybox sh: an SSH session's commands must find the real tools on PATH first.
+echo "root:x:0:0:root:/root:/bin/dash" >"$root/etc/passwd"
+printf '/bin/sh\n/bin/dash\n/usr/bin/dash\n' >"$root/etc/shells"
 echo "root:x:0:" >"$root/etc/group"
 printf '127.0.0.1 localhost\n' >"$root/etc/hosts"
 rm -rf "$root/usr/share/doc" "$root/usr/share/man" "$root/usr/share/locale" "$root/usr/share/info"
