@@ -7,7 +7,11 @@ namespace rdma_interop::mesh {
 
 std::string caller_name(std::span<const std::uint8_t> private_data) {
   if (private_data.size() <= credit::kCreditParamsSize) return {};
-  const auto name = private_data.subspan(credit::kCreditParamsSize);
+  auto name = private_data.subspan(credit::kCreditParamsSize);
+  // The IB CM's REQ carries a fixed 92 octets of private data (IBA 12.6.5; rdma_cm keeps
+  // 56 of them), so over InfiniBand and RoCE the name arrives followed by zeros. A name has
+  // no NUL (mesh_config.h), so trailing NULs are padding, never the caller's.
+  while (!name.empty() && name.back() == 0) name = name.first(name.size() - 1);
   return std::string(name.begin(), name.end());
 }
 

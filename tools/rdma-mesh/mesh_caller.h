@@ -26,7 +26,8 @@ struct CallerVerdict {
 };
 
 // The caller's name in `private_data` (empty when there is nothing after the credit
-// parameters).
+// parameters), without the zeros the IB CM pads private data with (the device tier found
+// every RoCE mesh refused for 'A\x00\x00...').
 std::string caller_name(std::span<const std::uint8_t> private_data);
 
 // Accept a caller that is a peer of ours whose name sorts before ours (of a pair, the lower

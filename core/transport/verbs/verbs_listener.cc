@@ -189,7 +189,13 @@ std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
                                                        "(RDMA devices: " +
                                                        device_list() + ")"));
   }
-  if (rdma_listen(id_, static_cast<int>(backlog_)) != 0) {
+  // The kernel keeps a queue of its own under ours: iWARP's iw_cm sizes its pending-event pool
+  // and siw its TCP listen queue by this number, and when that fills it turns a request away
+  // itself, with a Reject that carries no backlog-full marker, before our backlog (the
+  // engine that decides) has seen it. So the kernel's queue is made deeper than ours; the
+  // device tier's storm on siw counted such rejects with the kernel's queue as deep as ours.
+  const int kernel_backlog = static_cast<int>(std::max<std::size_t>(backlog_ * 4, 256));
+  if (rdma_listen(id_, kernel_backlog) != 0) {
     const int err = errno;
     return give_up(error_of(
         err == EADDRINUSE ? ConnectError::Kind::kAddressInUse : ConnectError::Kind::kUnreachable,
