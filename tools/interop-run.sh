@@ -14,6 +14,10 @@
 #   --no-kernel      skip the kernel peers: by default the Linux kernel's siw and rxe, in a
 #                    qemu guest (tools/kernel-guest), get their own matrix after the first,
 #                    written to RESULTS/kernel/ (a few minutes on 2 cores)
+#   --no-devices     skip the device tier: by default, after the kernel matrix, two qemu
+#                    guests with kernel siw and rxe form a lab reached over SSH and the
+#                    device tier runs across them (python3 -m rdma_interop.device_tier),
+#                    written to RESULTS/devices/ (about 5 minutes on 2 cores)
 #   -- ARGS          passed to pytest, e.g. -- -k 'siw and cxgb4'
 # Environment: JOBS (default nproc).
 #
@@ -29,6 +33,7 @@ results=${RDMA_INTEROP_RESULTS:-$root/interop-results}
 lab_file=""
 do_build=1
 do_kernel=1
+do_devices=1
 pytest_extra=()
 
 usage() { sed -n '2,/^set /p' "$0" | sed -e '/^set /d' -e 's/^# \{0,1\}//'; }
@@ -45,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --build-dir=*) build=${1#--build-dir=}; shift ;;
     --no-build) do_build=0; shift ;;
     --no-kernel) do_kernel=0; shift ;;
+    --no-devices) do_devices=0; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; pytest_extra=("$@"); break ;;
     *) echo "interop-run: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -124,6 +130,22 @@ if [[ $do_kernel -eq 1 ]]; then
     [[ -f "$results/kernel/matrix.json" ]] || kernel_status=1
     [[ $kernel_status -eq 0 ]] || status=1
     echo "interop-run: kernel peers: pytest exited $kernel_status ($results/kernel/matrix.txt)"
+  else
+    echo "interop-run: could not build the kernel guest" >&2
+    status=1
+  fi
+fi
+
+if [[ $do_devices -eq 1 ]]; then
+  step "device tier: siw with siw, rxe with rxe across two qemu guests (results in $results/devices)"
+  rm -f "$results/devices/device-matrix.json"
+  if bash tools/kernel-guest/build-guest.sh; then
+    RDMA_INTEROP_RESULTS="$results" RDMA_INTEROP_BUILD="$root/$build" \
+      /usr/bin/python3 -m pytest tests/devices -q -rs -p no:cacheprovider --rootdir="$root"
+    devices_status=$?
+    [[ -f "$results/devices/device-matrix.json" ]] || devices_status=1
+    [[ $devices_status -eq 0 ]] || status=1
+    echo "interop-run: device tier: pytest exited $devices_status ($results/devices/device-matrix.txt)"
   else
     echo "interop-run: could not build the kernel guest" >&2
     status=1

@@ -14,11 +14,14 @@
 #             peer, request/reply with a slow party, a misbehaving peer, a soak (root)
 #   ansible   playbooks/site.yml over real SSH to 3 namespace nodes running sshd (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
+#   devices   the device tier across a lab of two qemu guests over real SSH: siw with siw,
+#             rxe with rxe, rdma-core's tools, perftest and ours; a device and a node lost
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   tsan      the unit tests that run threads, built with ThreadSanitizer
-#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 60)
+#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 45)
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
-#   RDMA_INTEROP_SKIP_KERNEL=1 (the kernel tier's tests report skipped; CI runs them).
+#   RDMA_INTEROP_SKIP_KERNEL=1, RDMA_INTEROP_SKIP_DEVICES=1 (those tiers' tests report
+#   skipped; CI runs them).
 # Exits non-zero if any tier fails; the last line counts tiers passed and failed.
 set -uo pipefail
 
@@ -26,7 +29,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm mesh ansible kernel asan tsan fuzz)
+all_tiers=(unit python cli faults capture interop storm mesh ansible kernel devices asan tsan fuzz)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -41,7 +44,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants ansible || wants kernel; then
+if wants unit || wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants ansible || wants kernel || wants devices; then
   step "build ($build)"
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
     cmake --build "$build" -j "$jobs" || exit 1
@@ -81,6 +84,13 @@ kernel_tier() {
   pytest_tier -rs tests/kernel
 }
 
+devices_tier() {
+  if [[ ${RDMA_INTEROP_SKIP_DEVICES:-0} != 1 ]]; then
+    bash tools/kernel-guest/build-guest.sh || return 1
+  fi
+  pytest_tier -rs -s tests/devices
+}
+
 asan_tier() {
   cmake -S . -B build-asan -DRDMA_INTEROP_SANITIZE=ON -DRDMA_INTEROP_PYTHON=OFF \
     -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
@@ -102,7 +112,7 @@ fuzz_tier() {
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRDMA_INTEROP_FUZZ=ON -DRDMA_INTEROP_TESTS=OFF \
     -DRDMA_INTEROP_PYTHON=OFF -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
     cmake --build build-fuzz -j "$jobs" --target fuzzers &&
-    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-60}"
+    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-45}"
 }
 
 wants unit && run_tier unit ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE tshark
@@ -115,6 +125,7 @@ wants storm && run_tier storm pytest_tier -s tests/storm
 wants mesh && run_tier mesh pytest_tier -s tests/mesh
 wants ansible && run_tier ansible pytest_tier tests/ansible
 wants kernel && run_tier kernel kernel_tier
+wants devices && run_tier devices devices_tier
 wants asan && run_tier asan asan_tier
 wants tsan && run_tier tsan tsan_tier
 wants fuzz && run_tier fuzz fuzz_tier

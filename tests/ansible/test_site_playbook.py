@@ -131,6 +131,14 @@ def test_site_deploys_serves_runs_every_pair_and_brings_the_matrix_home(
     text = (node_lab.workdir / "report" / "lab-matrix.txt").read_text()
     assert "== node1 -> node3 ==" in text and f"OK {len(CELLS)}/{len(CELLS)}" in text
     assert "== node2 -> node3 ==" in run.output  # the play shows the report too
+    # The device tier ran over the same SSH lab file; namespace nodes have no RDMA device
+    # (this kernel has no RDMA), and the report says so for each instead of failing.
+    devices = doc["devices"]
+    assert devices is not None and devices["schema"] == "rdma-interop/device-matrix/1"
+    assert {n["name"]: n["status"] for n in devices["nodes"]} == {n: "no-device" for n in NODES}
+    assert devices["cells"] == [] and devices["schedule"] == []
+    for name in NODES:
+        assert f"  {name}: no RDMA device" in text
 
 
 def test_second_run_changes_nothing_and_brings_a_fresh_matrix(node_lab: SshNodeLab) -> None:

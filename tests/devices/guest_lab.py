@@ -17,6 +17,7 @@ The host never sends to a 198.18.4/5 address: only the guests are on those links
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -99,6 +100,7 @@ class GuestLab:
     def _write_lab_file(self) -> None:
         paths = [guest_path(build_dir() / d) for d in TOOL_DIRS if (build_dir() / d).is_dir()]
         lines = ["# Written by tests/devices/guest_lab.py for this run's guests.", "hosts:"]
+        q = json.dumps  # JSON strings are YAML strings: paths with ': ' or '#' stay paths
         for g in self.guests:
             node = g.lab_node
             assert node is not None
@@ -106,15 +108,16 @@ class GuestLab:
                 f"  - name: node{node.number}",
                 f"    address: {node.address('iwarp')}",
                 "    devices: all",
-                f"    path: [{', '.join(paths)}]",
+                f"    path: [{', '.join(q(p) for p in paths)}]",
                 "    environment:",
-                f"      RDMA_INTEROP_PERSONALITY_DIR: {guest_path(REPO_ROOT / 'tools' / 'personalities')}",
+                f"      RDMA_INTEROP_PERSONALITY_DIR: "
+                f"{q(guest_path(REPO_ROOT / 'tools' / 'personalities'))}",
                 "    ssh:",
                 "      host: 127.0.0.1",
                 "      user: root",
                 f"      port: {g.host_port(SSH_PORT)}",
-                f"      key: {self.key}",
-                f"      known_hosts: {self.known_hosts}",
+                f"      key: {q(str(self.key))}",
+                f"      known_hosts: {q(str(self.known_hosts))}",
             ]
         self.lab_file.write_text("\n".join(lines) + "\n")
 

@@ -40,7 +40,12 @@ class LinkHub:
             s.setblocking(False)
             self._socks.append(s)
         # Where each guest's netdev listens: fixed now, so the qemu command line can name it.
-        self._guest_ports = [_free_udp_port() for _ in range(ports)]
+        self._guest_ports: list[int] = []
+        while len(self._guest_ports) < ports:  # distinct, and not one of the switch's own
+            port = _free_udp_port()
+            if port not in self._guest_ports and all(
+                    port != s.getsockname()[1] for s in self._socks):
+                self._guest_ports.append(port)
         self._where: dict[bytes, int] = {}  # MAC -> switch port
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="link-hub", daemon=True)

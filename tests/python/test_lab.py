@@ -294,6 +294,26 @@ def test_lab_file_lists_ssh_hosts(tmp_path: Path) -> None:
     assert node1.rdma_probe == "/opt/ri/bin/rdma-probe"
     assert (node2.ssh_host, node2.user, node2.port, node2.key) == ("198.18.10.2", None, 22, None)
     assert (node2.known_hosts, node2.rdma_probe) == (None, "rdma-probe")
+    assert (node2.path, node2.environment, node2.devices) == ((), (), None)
+
+
+def test_lab_file_device_tier_keys(tmp_path: Path) -> None:
+    lab = load_lab_file(write(tmp_path, """
+        hosts:
+          - name: node1
+            address: 198.18.10.1
+            path: [/opt/ri/bin, /opt/ri/tools]
+            environment: {RDMA_INTEROP_PERSONALITY_DIR: "/srv/my p", DEPTH: 4}
+            devices: [mlx5_0, irdma1]
+    """))
+    node = lab.hosts[0]
+    assert node.path == ("/opt/ri/bin", "/opt/ri/tools")
+    assert node.environment == (("RDMA_INTEROP_PERSONALITY_DIR", "/srv/my p"), ("DEPTH", "4"))
+    assert node.devices == ("mlx5_0", "irdma1")
+    remote = node.command(["rdma-probe", "devices"])[-1]
+    assert remote == ("RDMA_INTEROP_PERSONALITY_DIR='/srv/my p'; export RDMA_INTEROP_PERSONALITY_DIR; "
+                      "DEPTH=4; export DEPTH; PATH=/opt/ri/bin:/opt/ri/tools:\"$PATH\"; export PATH; "
+                      "rdma-probe devices")
 
 
 def test_ssh_host_runs_commands_in_batch_mode_with_quoting() -> None:
@@ -327,6 +347,11 @@ def test_ssh_host_runs_commands_in_batch_mode_with_quoting() -> None:
         ("hosts: [{name: a, address: 10.0.0.1, rdma_probe: 7}]", "rdma_probe: expected a path"),
         ("hosts: [{name: a, address: 10.0.0.1}, {name: a, address: 10.0.0.2}]", "duplicate host name"),
         ("hosts: [{name: a, address: 10.0.0.1, port: 22}]", r"unknown key\(s\) port"),
+        ("hosts: [{name: a, address: 10.0.0.1, path: bin}]", r"path: expected a list of absolute"),
+        ("hosts: [{name: a, address: 10.0.0.1, path: [/a:/b]}]", r"path: expected"),
+        ("hosts: [{name: a, address: 10.0.0.1, environment: {'A B': x}}]", r"environment: expected"),
+        ("hosts: [{name: a, address: 10.0.0.1, devices: some}]", r"devices: expected 'all'"),
+        ("hosts: [{name: a, address: 10.0.0.1, devices: ['-x']}]", r"devices: expected"),
         ("hosts: [{name: a, address: 10.0.0.1", "not valid YAML"),
     ],
 )

@@ -135,3 +135,43 @@ def test_an_unusable_directory_is_a_clear_error(tmp_path: Path, run_json: str | 
                           capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(package_parent)})
     assert done.returncode == 2 and done.stderr.startswith("lab_report: ")
+
+
+def device_matrix(fail: bool = False) -> dict:
+    from rdma_interop.device_matrix import DeviceCell, DeviceMatrix, NodeInventory
+    m = DeviceMatrix()
+    m.nodes = [NodeInventory("n1", "ok", "", [{"name": "siw0", "kind": "iwarp"}]),
+               NodeInventory("n2", "ok", "", [{"name": "siw0", "kind": "iwarp"}]),
+               NodeInventory("n3", "no-device", "no RDMA device")]
+    m.schedule = [[("n1", "n2")], [("n2", "n1")]]
+    m.add(DeviceCell("ib_send_bw", "n1/siw0", "n2/siw0", "iwarp", "pass", figure="1.52 Gbit/s"))
+    m.add(DeviceCell("ibv_xsrq_pingpong", "n1/siw0", "n2/siw0", "iwarp", "skip",
+                     "n1/siw0: no XRC: ibv_open_xrcd: Operation not supported (errno 95)"))
+    m.add(DeviceCell("rping", "n2/siw0", "n1/siw0", "iwarp", "fail" if fail else "pass",
+                     "client exit 1" if fail else ""))
+    return m.to_json()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_device_matrix_is_merged_beside_the_pairs(tmp_path: Path, fail: bool,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    base = lab_dir(tmp_path)
+    (base / "devices").mkdir()
+    (base / "devices" / "device-matrix.json").write_text(json.dumps(device_matrix(fail)))
+    assert main([str(base)]) == (1 if fail else 0)
+    text = capsys.readouterr().out
+    assert "device tier" in text and "n3: no RDMA device" in text and "PASS 1.52 Gbit/s" in text
+    doc = json.loads((base / "lab-matrix.json").read_text())
+    assert doc["devices"]["summary"]["total"] == 3
+    junit = ET.parse(base / "lab-junit.xml").getroot()
+    assert junit.get("tests") == "12" and junit.get("skipped") == "1"
+    assert junit.get("failures") == ("1" if fail else "0")
+
+
+def test_an_unreadable_device_matrix_is_missing_results(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    base = lab_dir(tmp_path)
+    (base / "devices").mkdir()
+    (base / "devices" / "device-matrix.json").write_text('{"schema": "rdma-interop/device-matrix/1"')
+    assert main([str(base)]) == 3
+    assert "Device tier: MISSING" in capsys.readouterr().out

@@ -154,7 +154,9 @@ def test_package_type_checks_with_mypy_when_available() -> None:
     package = Path(rdma_interop.__file__).parent
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--ignore-missing-imports", str(package / "wire.py"), str(package / "errors.py"),
-         str(package / "matrix.py"), str(package / "lab.py"), str(package / "lab_report.py")],
+         str(package / "matrix.py"), str(package / "lab.py"), str(package / "lab_report.py"),
+         str(package / "lab_schedule.py"), str(package / "device_matrix.py"),
+         str(package / "device_groups.py"), str(package / "device_tier.py")],
         capture_output=True,
         text=True,
         check=False,

@@ -159,7 +159,7 @@ def _run_captured(
 ) -> subprocess.CompletedProcess[str]:
     """Runs argv to completion with text stdout/stderr captured; stdin closed unless given."""
     return subprocess.run(
-        argv, input=input, capture_output=True, text=True, timeout=timeout,
+        argv, input=input, capture_output=True, text=True, errors="replace", timeout=timeout,
         stdin=None if input is not None else subprocess.DEVNULL, check=False,
     )
 
@@ -248,6 +248,17 @@ class SshHost:
     connect_timeout: int = 10
     # The rdma-probe to run there: a path, or a name on the remote PATH.
     rdma_probe: str = "rdma-probe"
+    # Directories put first on the remote PATH for every command (where our tools are).
+    path: tuple[str, ...] = ()
+    # Variables set for every command (e.g. RDMA_INTEROP_PERSONALITY_DIR where the toolkit is
+    # not installed but run from a build tree).
+    environment: tuple[tuple[str, str], ...] = ()
+    # The RDMA devices the device tier uses on this node: None for all it has.
+    devices: tuple[str, ...] | None = None
+    # An ssh ControlPath: commands share one connection (a session costs a key exchange,
+    # seconds on a slow node) once open_master() made it; close_master() ends it. Without a
+    # master, commands connect on their own.
+    control_path: str | None = None
     _registry: _ProcessRegistry = field(default_factory=_ProcessRegistry, repr=False, compare=False)
 
     def ssh_command(self, remote_command: str) -> list[str]:
@@ -263,7 +274,41 @@ class SshHost:
             argv += ["-o", f"UserKnownHostsFile={self.known_hosts}"]
         if self.user:
             argv += ["-l", self.user]
+        if self.control_path:
+            argv += ["-o", "ControlMaster=no", "-o", f"ControlPath={self.control_path}"]
+        if self.path:
+            remote_command = (f"PATH={':'.join(shlex.quote(d) for d in self.path)}:\"$PATH\"; "
+                              f"export PATH; {remote_command}")
+        for name, value in reversed(self.environment):
+            remote_command = f"{name}={shlex.quote(value)}; export {name}; {remote_command}"
         return [*argv, "--", self.ssh_host, remote_command]
+
+    def _master_argv(self, *extra: str) -> list[str]:
+        argv = self.ssh_command("true")
+        del argv[argv.index("--"):]
+        argv[argv.index("ControlMaster=no")] = "ControlMaster=yes"
+        return [*argv, *extra, "--", self.ssh_host]
+
+    def open_master(self, timeout: float = 60.0) -> bool:
+        """Starts the shared connection (see control_path) in the background; False if it
+        could not (commands then connect on their own). Its output goes nowhere: a master
+        left holding a pipe would keep a caller's read of that pipe from ever ending."""
+        if not self.control_path:
+            return False
+        try:
+            r = subprocess.run(self._master_argv("-f", "-N", "-o", "ControlPersist=600"),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return False
+        return r.returncode == 0
+
+    def close_master(self) -> None:
+        """Ends the shared connection, if any."""
+        if self.control_path:
+            _quietly(lambda: subprocess.run(self._master_argv("-O", "exit"),
+                                            stdin=subprocess.DEVNULL, capture_output=True,
+                                            timeout=10, check=False))
 
     def command(self, cmd: Sequence[str]) -> list[str]:
         return self.ssh_command(shlex.join(cmd))
@@ -278,7 +323,8 @@ class SshHost:
         stdout: int | IO[Any] | None = subprocess.PIPE,
         stderr: int | IO[Any] | None = subprocess.PIPE,
     ) -> subprocess.Popen[str]:
-        proc = SshPopen(self, cmd, stdin=stdin, stdout=stdout, stderr=stderr, text=True, bufsize=1)
+        proc = SshPopen(self, cmd, stdin=stdin, stdout=stdout, stderr=stderr, text=True,
+                        errors="replace", bufsize=1)
         self._registry.add(proc)
         return proc
 
@@ -723,7 +769,7 @@ class SshLab:
             host._registry.stop_all(grace=5.0)
 
 
-_HOST_KEYS = {"name", "address", "ssh", "rdma_probe"}
+_HOST_KEYS = {"name", "address", "ssh", "rdma_probe", "path", "environment", "devices"}
 _SSH_KEYS = {"host", "user", "port", "key", "known_hosts"}
 
 
@@ -734,6 +780,9 @@ def load_lab_file(path: str | os.PathLike[str]) -> SshLab:
           - name: node1              # unique, [A-Za-z0-9_.-]+
             address: 198.18.0.1      # IP the *tests* use to reach it (the RDMA/iWARP link)
             rdma_probe: /opt/rdma-interop/bin/rdma-probe  # on that host; default: its PATH
+            path: [/opt/rdma-interop/bin]   # put first on the remote PATH (default: none)
+            environment: {RDMA_INTEROP_PERSONALITY_DIR: /srv/p}  # set for every command
+            devices: all             # or [mlx5_0, irdma1]: the device tier's devices
             ssh:
               host: node1.lab        # where ssh connects (default: address)
               user: root             # default: ssh's own default
@@ -812,9 +861,32 @@ def load_lab_file(path: str | os.PathLike[str]) -> SshLab:
         if not isinstance(rdma_probe, str) or not rdma_probe or rdma_probe.startswith("-"):
             raise fail(f"{where}.rdma_probe",
                        f"expected a path or a command name, got {rdma_probe!r}")
+        remote_path: Any = entry.get("path", [])
+        if not isinstance(remote_path, list) or not all(
+                isinstance(d, str) and d.startswith("/") and ":" not in d for d in remote_path):
+            raise fail(f"{where}.path",
+                       f"expected a list of absolute directories, got {remote_path!r}")
+        environment: Any = entry.get("environment", {})
+        if not isinstance(environment, Mapping) or not all(
+                isinstance(k, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
+                and isinstance(v, (str, int)) for k, v in environment.items()):
+            raise fail(f"{where}.environment",
+                       f"expected a mapping of variable names to values, got {environment!r}")
+        devices: Any = entry.get("devices", "all")
+        if devices == "all":
+            chosen = None
+        elif isinstance(devices, list) and devices and all(
+                isinstance(d, str) and re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", d)
+                for d in devices):
+            chosen = tuple(devices)
+        else:
+            raise fail(f"{where}.devices", f"expected 'all' or a list of device names, "
+                       f"got {devices!r}")
         hosts.append(SshHost(name=name, address=str(ip), ssh_host=ssh_host, user=user,
                              port=port, key=key_path, known_hosts=known_hosts,
-                             rdma_probe=rdma_probe))
+                             rdma_probe=rdma_probe, path=tuple(remote_path),
+                             environment=tuple((k, str(v)) for k, v in environment.items()),
+                             devices=chosen))
     return SshLab(hosts, source=source)
 
 

@@ -5,6 +5,7 @@ The Ansible playbooks (playbooks/, role "run") bring these home from the control
     DIR/run.json                            rdma-interop/lab-run/1: controller, pairs, services
     DIR/pairs/<initiator>--<responder>/matrix.json   each node pair's interop matrix
     DIR/probe/<node>--<personality>.json    `rdma-probe --json` of each responder service
+    DIR/devices/device-matrix.json          the device tier's matrix (rdma_interop.device_matrix)
 
 and `python3 -m rdma_interop.lab_report DIR` (role "report") writes
 
@@ -29,8 +30,10 @@ Pure Python (no _core): the control machine needs only this package's source.
                  "matrix": {rdma-interop/matrix/1} | null}],
       "services": [{"node": str, "personality": str, "uri": str,
                     "outcome": "probed" | "unreachable" | "not_iwarp" | "rejected" | "missing",
-                    "detail": str, "responder_policy": {...} | null}]
+                    "detail": str, "responder_policy": {...} | null}],
+      "devices": {rdma-interop/device-matrix/1} | null  # when the device tier ran
     }
+A FAIL cell of the device matrix counts as a FAIL cell (exit 1).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rdma_interop.device_matrix import DeviceMatrix
 from rdma_interop.matrix import LEGEND, InteropMatrix
 
 __all__ = ["LAB_MATRIX_SCHEMA", "RUN_SCHEMA", "LabReport", "LabReportError", "PairResult",
@@ -125,6 +129,8 @@ class LabReport:
     controller: str
     pairs: list[PairResult]
     services: list[ServiceResult]
+    devices: DeviceMatrix | None = None
+    devices_problem: str | None = None  # the device tier's matrix came back unreadable
 
     def summary(self) -> dict[str, int]:
         counts = {"pairs": len(self.pairs),
@@ -140,9 +146,10 @@ class LabReport:
 
     def exit_code(self) -> int:
         s = self.summary()
-        if s["missing"] or s["services_missing"]:
+        if s["missing"] or s["services_missing"] or self.devices_problem:
             return EXIT_MISSING
-        return EXIT_FAILED_CELLS if s["fail"] else EXIT_OK
+        device_fail = self.devices is not None and self.devices.summary()["fail"] > 0
+        return EXIT_FAILED_CELLS if s["fail"] or device_fail else EXIT_OK
 
     # -- text ------------------------------------------------------------------------------
     def render_text(self) -> str:
@@ -168,6 +175,11 @@ class LabReport:
             lines += ["", f"== {pair.name} ==", ""]
             lines.append(pair.matrix.render_table(legend=False).rstrip("\n"))
         lines += ["", LEGEND]
+        if self.devices is not None:
+            lines += ["", "== The nodes' RDMA devices against each other (device tier) ==", "",
+                      self.devices.render_text().rstrip("\n")]
+        elif self.devices_problem:
+            lines += ["", f"Device tier: MISSING ({self.devices_problem})"]
         return "\n".join(lines) + "\n"
 
     def _overview(self) -> list[str]:
@@ -205,7 +217,8 @@ class LabReport:
                 "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "controller": self.controller, "summary": self.summary(),
                 "pairs": [p.to_json() for p in self.pairs],
-                "services": [s.to_json() for s in self.services]}
+                "services": [s.to_json() for s in self.services],
+                "devices": self.devices.to_json() if self.devices is not None else None}
 
     def to_junit(self) -> ET.ElementTree:
         root = ET.Element("testsuites", name="rdma-interop lab")
@@ -229,6 +242,12 @@ class LabReport:
                 root.append(suite)
                 for key in totals:
                     totals[key] += int(suite.get(key, "0"))
+        if self.devices is not None:
+            for suite in self.devices.to_junit().getroot().findall("testsuite"):
+                root.append(suite)
+                totals["tests"] += int(suite.get("tests", "0"))
+                totals["failures"] += int(suite.get("failures", "0"))
+                totals["skipped"] += int(suite.get("skipped", "0"))
         for key, value in totals.items():
             root.set(key, str(value))
         ET.indent(root)
@@ -306,7 +325,18 @@ def load_lab_report(directory: str | Path) -> LabReport:
         if probe is None and not problem:
             problem = "the probe report is not a JSON object"
         services.append(ServiceResult(node, personality, uri, probe, problem))
-    return LabReport(str(run.get("controller", "?")), pairs, services)
+    # The device tier's matrix, when it ran. One that came back unreadable is a result
+    # missing (exit 3), not a lab without devices.
+    devices, devices_problem = None, None
+    doc, problem = _read_json(base / "devices" / "device-matrix.json")
+    if doc is not None:
+        try:
+            devices = DeviceMatrix.from_json(doc)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            devices_problem = f"devices/device-matrix.json is not a device matrix: {e!r}"
+    elif (base / "devices" / "device-matrix.json").exists():
+        devices_problem = problem
+    return LabReport(str(run.get("controller", "?")), pairs, services, devices, devices_problem)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,77 @@
+"""The device tier's pure parts: the round-robin schedule, perftest's table, the matrix."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+
+from rdma_interop.device_groups import PairContext, perftest_figure
+from rdma_interop.device_matrix import DeviceCell, DeviceMatrix, NodeInventory
+from rdma_interop.device_tier import usable_devices
+from rdma_interop.lab_schedule import estimate, round_robin
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 12, 13, 48])
+def test_every_ordered_pair_once_and_no_node_twice_in_a_round(n: int) -> None:
+    nodes = [f"n{i}" for i in range(n)]
+    rounds = round_robin(nodes)
+    pairs = [p for r in rounds for p in r]
+    assert sorted(pairs) == sorted(itertools.permutations(nodes, 2))
+    for r in rounds:
+        seen = [x for p in r for x in p]
+        assert len(seen) == len(set(seen))
+    assert len(rounds) == (2 * (n - 1) if n % 2 == 0 else 2 * n)
+
+
+def test_estimates_for_an_event() -> None:
+    e12, e48 = estimate(12, 60.0), estimate(48, 60.0)
+    assert (e12.pairs, e12.rounds) == (132, 22)
+    assert (e48.pairs, e48.rounds) == (2256, 94)
+    assert e48.speedup == pytest.approx(2256 / 94)
+
+
+def test_perftest_tables() -> None:
+    bw = (" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+          " 65536      100           0.056566            0.045875            0.000087\n")
+    lat = (" #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"
+           "    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]\n"
+           " 2       200          214.97         4781.66      350.57   	       496.21      "
+           "	459.24 		3188.61 		4781.66\n")
+    assert perftest_figure(bw) == ("Gbit/s", 0.045875)
+    assert perftest_figure(lat) == ("us", 496.21)
+    assert perftest_figure("Unable to perform rdma_client function") is None
+
+
+def test_gid_index_and_usable_devices() -> None:
+    rxe = {"name": "rxe0", "kind": "roce-v2", "ports": [{
+        "state": "ACTIVE", "addresses": ["198.18.5.1/24", "fe80::1/64"],
+        "gids": [{"index": 0, "gid": "fe80::5054:ff:fe12:501", "type": "roce-v2"},
+                 {"index": 1, "gid": "::ffff:198.18.5.1", "type": "roce-v2"}]}]}
+    down = {"name": "rxe1", "kind": "roce-v2", "ports": [{"state": "DOWN",
+                                                          "addresses": ["198.18.6.1/24"]}]}
+    inv = NodeInventory("n1", "ok", "", [rxe, down])
+    assert [(d["name"], a) for d, a in usable_devices(inv, None)] == [("rxe0", "198.18.5.1")]
+    assert usable_devices(inv, ("mlx5_0",)) == []
+    ctx = PairContext("n1", "n2", rxe, rxe, "198.18.5.1", "198.18.5.1", 20000)
+    assert ctx.gid_index("initiator") == 1
+
+
+def test_matrix_round_trips_and_fails_only_on_fail() -> None:
+    m = DeviceMatrix()
+    m.nodes = [NodeInventory("n1", "ok", "", [{"name": "siw0", "kind": "iwarp"}]),
+               NodeInventory("n3", "no-device", "no RDMA device")]
+    m.add(DeviceCell("rping", "n1/siw0", "n2/siw0", "iwarp", "pass"))
+    m.add(DeviceCell("ibv_xsrq_pingpong", "n1/siw0", "n2/siw0", "iwarp", "skip",
+                     "n1/siw0: no XRC: ibv_open_xrcd: Operation not supported"))
+    assert m.ok()
+    text = m.render_text()
+    assert "n3: no RDMA device" in text and "SKIP n1/siw0: no XRC" in text
+    again = DeviceMatrix.from_json(json.loads(json.dumps(m.to_json())))
+    assert [c.to_json() for c in again.cells] == [c.to_json() for c in m.cells]
+    m.add(DeviceCell("ucmatose", "n1/siw0", "n2/siw0", "iwarp", "fail", "client exit 1: \x1b[2J"))
+    assert not m.ok()
+    assert "\x1b" not in m.render_text()
+    with pytest.raises(ValueError):
+        DeviceCell("x", "a", "b", "iwarp", "ok")
