@@ -17,7 +17,7 @@
 #   --no-devices     skip the device tier: by default, after the kernel matrix, two qemu
 #                    guests with kernel siw and rxe form a lab reached over SSH and the
 #                    device tier runs across them (python3 -m rdma_interop.device_tier),
-#                    written to RESULTS/devices/ (about 5 minutes on 2 cores)
+#                    written to RESULTS/devices/ (about 7 minutes on 2 cores)
 #   -- ARGS          passed to pytest, e.g. -- -k 'siw and cxgb4'
 # Environment: JOBS (default nproc).
 #
