@@ -341,10 +341,13 @@ class DeviceTier:
         by the run's tag in /proc/PID/environ, never by name."""
         if node.unreachable and not self._answers(node):
             return ""
-        script = (f"for d in /proc/[0-9]*; do p=${{d#/proc/}}; "
-                  f"grep -qs {SWEEP_TAG}={self._token} \"$d/environ\" 2>/dev/null || continue; "
-                  f"echo \"$(cat \"$d/comm\" 2>/dev/null)[$p]\"; kill -KILL \"$p\" 2>/dev/null; "
-                  f"done; true")
+        # Two looks 2 s apart: a busybox `timeout` keeps a watcher process for up to a second
+        # after its command ended; only what is still there at the second look was left.
+        find = (f"for d in /proc/[0-9]*; do grep -qs {SWEEP_TAG}={self._token} "
+                f"\"$d/environ\" 2>/dev/null && echo \"${{d#/proc/}}\"; done")
+        script = (f"[ -n \"$({find})\" ] || exit 0; sleep 2; "
+                  f"for p in $({find}); do echo \"$(cat /proc/$p/comm 2>/dev/null)[$p]\"; "
+                  f"kill -KILL \"$p\" 2>/dev/null; done; true")
         try:
             r = node.host.run(["sh", "-c", script], timeout=30)
         except subprocess.TimeoutExpired:
