@@ -51,7 +51,10 @@ void put_message(Bytes& datagram, std::uint16_t type, std::uint16_t flags, const
   const std::size_t at = datagram.size();
   datagram.resize(at + NLMSG_ALIGN(h.nlmsg_len), 0);
   std::memcpy(datagram.data() + at, &h, sizeof h);
-  std::memcpy(datagram.data() + at + NLMSG_HDRLEN, payload.data(), payload.size());
+  // An empty payload may have no storage (data() == nullptr): memcpy must not see it.
+  if (!payload.empty()) {
+    std::memcpy(datagram.data() + at + NLMSG_HDRLEN, payload.data(), payload.size());
+  }
 }
 
 Bytes port_payload(std::uint32_t port, const std::string& netdev) {
