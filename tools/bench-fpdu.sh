@@ -6,7 +6,7 @@
 # BUILD_DIR should be a Release build (-DCMAKE_BUILD_TYPE=Release). Environment:
 #   BENCH_REPETITIONS  repetitions per benchmark, medians are reported (default 3)
 #   BENCH_JSON         keep the raw JSON at this path (default: a temporary file)
-#   BENCH_STRICT=1     exit 1 if a target is missed
+#   BENCH_STRICT=1     exit 1 if a target is missed (a benchmark's error always does)
 # Targets (payload >= 4 KiB): encode (CRC on, markers off) >= 0.9x the CRC32c-alone rate;
 # decode (CRC on, markers off) >= 0.8x the CRC32c+memcpy rate, where CRC32c+memcpy is
 # measured: crc32c_update then memcpy of the same buffer in one loop (the harmonic
@@ -36,9 +36,11 @@ with open(sys.argv[1]) as f:
     doc = json.load(f)
 
 rates = {}  # run_name -> bytes/s (median when repeated)
+errors = 0  # a benchmark that reports an error fails the run (the bench tier relies on it)
 for b in doc["benchmarks"]:
     if b.get("error_occurred"):
         print(f"error: {b['name']}: {b.get('error_message')}", file=sys.stderr)
+        errors += 1
         continue
     agg = b.get("aggregate_name")
     if agg not in (None, "median"):
@@ -102,6 +104,10 @@ for s in sizes:
 print()
 print("64K is the largest payload one FPDU carries: 65517 octets (markers off), 64493 (on).")
 print(f"targets met: {met}/{met + missed}")
+if errors or not rates:
+    print(f"bench-fpdu: {errors} benchmarks reported an error, {len(rates)} gave a rate",
+          file=sys.stderr)
+    sys.exit(1)
 if missed and os.environ.get("BENCH_STRICT") == "1":
     sys.exit(1)
 PY

@@ -13,8 +13,8 @@ packages=(
   libisal-dev libibverbs-dev librdmacm-dev
   # personality files (JSON) and the CLIs
   nlohmann-json3-dev libcli11-dev
-  # tests, benchmarks, fuzzing
-  libgtest-dev libgmock-dev libbenchmark-dev
+  # tests, benchmarks (iperf3: the yardstick e2e_bench's raw TCP stream must match), fuzzing
+  libgtest-dev libgmock-dev libbenchmark-dev iperf3
   # Python bindings and the pytest suites (Debian's, for /usr/bin/python3)
   python3 python3-dev python3-pybind11 pybind11-dev python3-pytest python3-mypy python3-yaml
   # captures and the namespace lab
@@ -48,4 +48,6 @@ export DEBIAN_FRONTEND=noninteractive
 "${as_root[@]}" apt-get update -qq
 # tshark asks whether non-root users may capture; the default (no) is what a lab wants.
 echo "wireshark-common wireshark-common/install-setuid boolean false" | "${as_root[@]}" debconf-set-selections
+# iperf3 asks whether to run a server on port 5201 at boot: the benchmark starts its own.
+echo "iperf3 iperf3/start_daemon boolean false" | "${as_root[@]}" debconf-set-selections
 "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -19,6 +19,8 @@
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   tsan      the unit tests that run threads, built with ThreadSanitizer
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 45)
+#   bench     a Release build of the benchmarks (build-bench), each run briefly: fails on a
+#             build error, a crash or a reported error, never on a missed target
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
 #   RDMA_INTEROP_SKIP_KERNEL=1, RDMA_INTEROP_SKIP_DEVICES=1 (those tiers' tests report
 #   skipped; CI runs them).
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm mesh ansible kernel devices asan tsan fuzz)
+all_tiers=(unit python cli faults capture interop storm mesh ansible kernel devices asan tsan fuzz bench)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -115,6 +117,25 @@ fuzz_tier() {
     bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-45}"
 }
 
+bench_tier() {
+  # The README's Release build (-O3: it once failed where RelWithDebInfo passed), only the
+  # targets the bench scripts run, so the tier stays a few minutes on 2 cores. Each benchmark
+  # runs briefly so none can rot; the figures mean little this short and are not checked.
+  local b=build-bench
+  cmake -S . -B "$b" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+    cmake --build "$b" -j "$jobs" --target e2e_bench fpdu_bench credit_bench rdma-probe \
+      rdma-storm || return 1
+  echo "-- bench-e2e.sh"
+  bash tools/bench-e2e.sh "$b" -- --seconds 0.5 --connections 100 --rounds 2000 \
+    --require-counters --json "$b/e2e-bench.json" || return 1
+  echo "-- bench-fpdu.sh"
+  BENCH_REPETITIONS=1 bash tools/bench-fpdu.sh "$b" --benchmark_min_time=0.01 || return 1
+  echo "-- bench-credit.sh"
+  bash tools/bench-credit.sh "$b" -- --seconds 0.3 --window 16 || return 1
+  echo "-- bench-backlog.sh"
+  RATE_ATTEMPTS=300 DRAIN_SIZES="300 600" bash tools/bench-backlog.sh "$b"
+}
+
 wants unit && run_tier unit ctest --test-dir "$build" --output-on-failure -j "$jobs" -LE tshark
 wants python && run_tier python pytest_tier tests/python
 wants cli && run_tier cli pytest_tier tests/cli
@@ -129,6 +150,7 @@ wants devices && run_tier devices devices_tier
 wants asan && run_tier asan asan_tier
 wants tsan && run_tier tsan tsan_tier
 wants fuzz && run_tier fuzz fuzz_tier
+wants bench && run_tier bench bench_tier
 
 echo
 [[ $failed -eq 0 ]] || echo "failed tiers: ${failed_names[*]}"

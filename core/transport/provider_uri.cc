@@ -168,18 +168,27 @@ Expected<ProviderUri, std::string> parse_verbs(std::string_view rest, std::strin
 
 }  // namespace
 
+// Appended piece by piece: at -O3 GCC 12 reports `"x" + std::string&&` as an overlapping
+// memcpy of 2^63 octets (-Wrestrict false positive, GCC bug 105329).
 std::string ProviderUri::to_string() const {
-  if (scheme == "tcp") return scheme + "://" + host + ":" + std::to_string(port);
-  if (scheme == "verbs") {
-    std::string s = scheme + "://";
-    s += host.find(':') != std::string::npos ? "[" + host + "]" : host;
-    if (port != 0) s += ":" + std::to_string(port);
-    for (std::size_t i = 0; i < query.size(); ++i) {
-      s += (i == 0 ? "?" : "&") + query[i].first + "=" + query[i].second;
-    }
-    return s;
+  std::string s = scheme;
+  s += "://";
+  const bool brackets = scheme == "verbs" && host.find(':') != std::string::npos;
+  if (brackets) s += '[';
+  s += host;
+  if (brackets) s += ']';
+  if (scheme == "tcp" || (scheme == "verbs" && port != 0)) {
+    s += ':';
+    s += std::to_string(port);
   }
-  return scheme + "://" + host;
+  if (scheme != "verbs") return s;
+  for (std::size_t i = 0; i < query.size(); ++i) {
+    s += i == 0 ? '?' : '&';
+    s += query[i].first;
+    s += '=';
+    s += query[i].second;
+  }
+  return s;
 }
 
 Expected<ProviderUri, std::string> parse_provider_uri(std::string_view uri) {

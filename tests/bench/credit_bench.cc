@@ -276,8 +276,11 @@ double healthy_peer_rate(double seconds, std::uint32_t size, std::uint32_t windo
   for (int i = 0; i < 3; ++i) rs.push_back(std::make_unique<Receiver>(window));
   Sender s(window);
   std::vector<PeerId> ids;
-  for (int i = 0; i < 3; ++i)
-    ids.push_back(connect(s.endpoint, *s.provider, *rs[i], "r" + std::to_string(i)));
+  for (int i = 0; i < 3; ++i) {
+    std::string name = "r";  // not `"r" + std::to_string(i)`: GCC 12 -Wrestrict bug 105329
+    name += std::to_string(i);
+    ids.push_back(connect(s.endpoint, *s.provider, *rs[i], name));
+  }
   rs[2]->stalled = stall;
   s.run(ids, size, 0.3);  // warm up (and, stalled, the third peer's credits run out)
   const auto before = rs[0]->received.load() + rs[1]->received.load();

@@ -129,7 +129,11 @@ void print_port(const PortReport& port) {
   if (port.netdev) {
     std::string addresses;
     for (const auto& a : port.netdev->addresses) {
-      addresses += " " + p(a.address) + "/" + std::to_string(a.prefix);
+      // Piece by piece: GCC 12 -O3 flags `" " + std::string&&` (-Wrestrict, bug 105329).
+      addresses += ' ';
+      addresses += p(a.address);
+      addresses += '/';
+      addresses += std::to_string(a.prefix);
     }
     std::printf("    netdev %s (ifindex %u, from %s):%s\n", p(port.netdev->name).c_str(),
                 port.netdev->index, port.netdev->source.c_str(),

@@ -96,7 +96,10 @@ void print_snapshot(const xrc::XrcSnapshot& s) {
   std::printf("%-7s %-16s %-22s %s\n", "DOMAIN", "NAME", "REFS (pid:n)", "TQPS");
   for (const auto& d : s.domains) {
     std::string tqps;
-    for (auto t : d.tqps) tqps += (tqps.empty() ? "" : " ") + std::to_string(t);
+    for (auto t : d.tqps) {
+      if (!tqps.empty()) tqps += ' ';  // not `" " + std::string`: GCC 12 -Wrestrict bug 105329
+      tqps += std::to_string(t);
+    }
     std::printf("%-7u %-16s %-22s %s\n", d.domain, d.name.c_str(), refs_text(d.refs).c_str(),
                 tqps.empty() ? "-" : tqps.c_str());
   }

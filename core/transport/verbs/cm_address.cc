@@ -105,9 +105,16 @@ std::string format_sockaddr(const sockaddr* address) {
   if (address->sa_family == AF_INET6) {
     const auto* a = reinterpret_cast<const sockaddr_in6*>(address);
     ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
-    std::string host(text);
-    if (a->sin6_scope_id != 0) host += "%" + std::to_string(a->sin6_scope_id);
-    return "[" + host + "]:" + std::to_string(ntohs(a->sin6_port));
+    // Appended piece by piece: GCC 12 at -O3 flags `"x" + std::string&&` (bug 105329).
+    std::string s = "[";
+    s += text;
+    if (a->sin6_scope_id != 0) {
+      s += '%';
+      s += std::to_string(a->sin6_scope_id);
+    }
+    s += "]:";
+    s += std::to_string(ntohs(a->sin6_port));
+    return s;
   }
   return {};
 }

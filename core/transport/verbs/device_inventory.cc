@@ -246,7 +246,9 @@ std::string rc_odp_text(std::uint32_t caps) {
       {IBV_ODP_SUPPORT_WRITE, "write"},   {IBV_ODP_SUPPORT_READ, "read"},
       {IBV_ODP_SUPPORT_ATOMIC, "atomic"}, {IBV_ODP_SUPPORT_SRQ_RECV, "srq_recv"}};
   for (const auto& [bit, name] : names) {
-    if (caps & bit) s += (s.empty() ? "" : " ") + std::string(name);
+    if (!(caps & bit)) continue;
+    if (!s.empty()) s += ' ';  // not `" " + std::string`: GCC 12 -Wrestrict bug 105329
+    s += name;
   }
   return s.empty() ? "none" : s;
 }

@@ -1,0 +1,203 @@
+#include "raw_tcp.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace rdma_interop::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string failed(const char* what) {
+  return std::string(what) + ": " + std::strerror(errno);
+}
+
+// Closes its descriptor on every return path.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+sockaddr_in loopback(std::uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+// A listener on 127.0.0.1 with a kernel-chosen port, returned in `port`.
+Expected<int, std::string> listen_loopback(std::uint16_t& port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return unexpected(failed("socket"));
+  sockaddr_in a = loopback(0);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 512) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::string why = failed("listen on 127.0.0.1");
+    ::close(fd);
+    return unexpected(why);
+  }
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+Expected<int, std::string> connect_loopback(std::uint16_t port, bool nodelay) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return unexpected(failed("socket"));
+  const sockaddr_in a = loopback(port);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    std::string why = failed("connect to 127.0.0.1");
+    ::close(fd);
+    return unexpected(why);
+  }
+  const int one = 1;
+  if (nodelay) ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+bool read_all(int fd, void* buf, std::size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, std::size_t n) {
+  const auto* p = static_cast<const char*>(buf);
+  while (n > 0) {
+    const ssize_t r = ::write(fd, p, n);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+}  // namespace
+
+Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, int n) {
+  const auto before = meter.sample();
+  std::uint16_t port = 0;
+  auto lfd = listen_loopback(port);
+  if (!lfd) return unexpected(lfd.error());
+  Fd listener(*lfd);
+  std::atomic<int> accept_failures{0};
+  const auto t0 = Clock::now();
+  std::thread acceptor([&] {
+    for (int i = 0; i < n; ++i) {
+      Fd c(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+      char b;
+      if (c.fd < 0 || !read_all(c.fd, &b, 1)) ++accept_failures;
+    }
+  });
+  std::string error;
+  for (int i = 0; i < n && error.empty(); ++i) {
+    auto fd = connect_loopback(port, true);
+    if (!fd) {
+      error = fd.error();
+      break;
+    }
+    Fd c(*fd);
+    const char b = 1;
+    if (!write_all(c.fd, &b, 1)) error = failed("write");
+  }
+  if (!error.empty()) ::shutdown(listener.fd, SHUT_RDWR);  // unblocks the acceptor
+  acceptor.join();
+  const double rate = n / seconds_since(t0);
+  ::close(std::exchange(listener.fd, -1));
+  if (!error.empty()) return unexpected("raw TCP connect: " + error);
+  if (accept_failures > 0) return unexpected(std::string("raw TCP accept or first octet failed"));
+  return Measured{rate, per_op(before, meter.sample(), n)};
+}
+
+Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double seconds,
+                                                std::size_t write_size) {
+  std::uint16_t port = 0;
+  auto lfd = listen_loopback(port);
+  if (!lfd) return unexpected(lfd.error());
+  Fd listener(*lfd);
+  auto fd = connect_loopback(port, false);
+  if (!fd) return unexpected(fd.error());
+  Fd out(*fd);
+  Fd in(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (in.fd < 0) return unexpected(failed("accept"));
+
+  std::uint64_t received = 0;
+  const auto before = meter.sample();
+  const auto t0 = Clock::now();
+  std::thread sink([&] {
+    std::vector<char> buf(write_size);
+    ssize_t r;
+    while ((r = ::read(in.fd, buf.data(), buf.size())) > 0)
+      received += static_cast<std::uint64_t>(r);
+  });
+  std::vector<char> data(write_size, 'x');
+  bool ok = true;
+  while (ok && seconds_since(t0) < seconds) ok = write_all(out.fd, data.data(), data.size());
+  ::shutdown(out.fd, SHUT_WR);
+  sink.join();
+  const double elapsed = seconds_since(t0);
+  const auto after = meter.sample();
+  if (!ok) return unexpected(failed("raw TCP stream write"));
+  return Measured{received * 8.0 / elapsed / 1e9, per_op(before, after, received / 65536.0)};
+}
+
+Expected<Measured, std::string> tcp_round_trip_us(const CostMeter& meter, int rounds) {
+  std::uint16_t port = 0;
+  auto lfd = listen_loopback(port);
+  if (!lfd) return unexpected(lfd.error());
+  Fd listener(*lfd);
+  auto fd = connect_loopback(port, true);
+  if (!fd) return unexpected(fd.error());
+  Fd client(*fd);
+  Fd server(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (server.fd < 0) return unexpected(failed("accept"));
+  const int one = 1;
+  ::setsockopt(server.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+
+  std::thread echo([&] {
+    char buf[64];
+    while (read_all(server.fd, buf, sizeof buf) && write_all(server.fd, buf, sizeof buf)) {
+    }
+  });
+  char buf[64] = {};
+  bool ok = true;
+  const auto before = meter.sample();
+  const auto t0 = Clock::now();
+  for (int i = 0; ok && i < rounds; ++i) {
+    ok = write_all(client.fd, buf, sizeof buf) && read_all(client.fd, buf, sizeof buf);
+  }
+  const double us = seconds_since(t0) * 1e6 / rounds;
+  const auto after = meter.sample();
+  ::shutdown(client.fd, SHUT_WR);  // the echo thread reads end of stream and returns
+  echo.join();
+  if (!ok) return unexpected(failed("raw TCP round trip"));
+  return Measured{us, per_op(before, after, rounds)};
+}
+
+}  // namespace rdma_interop::bench
