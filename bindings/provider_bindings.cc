@@ -453,15 +453,27 @@ void bind_connection(py::module_& m) {
       .def(
           "post_send",
           [](ConnectionHandle& h, const rdmap::SendWr& wr) {
-            if (auto error = h.connection->post_send(wr)) throw_post_error(*error);
+            std::optional<rdmap::PostError> error;
+            {
+              // The provider sends on this thread (provider.h): not with the GIL held.
+              py::gil_scoped_release release;
+              error = h.connection->post_send(wr);
+            }
+            if (error) throw_post_error(*error);
           },
-          py::arg("wr"), "Queues a Send, RDMA Write or RDMA Read; raises PostError.")
+          py::arg("wr"), "Queues a Send, RDMA Write or RDMA Read; raises PostError (GIL released).")
       .def(
           "post_recv",
           [](ConnectionHandle& h, const rdmap::RecvWr& wr) {
-            if (auto error = h.connection->post_recv(wr)) throw_post_error(*error);
+            std::optional<rdmap::PostError> error;
+            {
+              // The provider sends on this thread (provider.h): not with the GIL held.
+              py::gil_scoped_release release;
+              error = h.connection->post_recv(wr);
+            }
+            if (error) throw_post_error(*error);
           },
-          py::arg("wr"), "Queues a receive buffer; raises PostError.")
+          py::arg("wr"), "Queues a receive buffer; raises PostError (GIL released).")
       .def(
           "poll_completions",
           [](ConnectionHandle& h, std::size_t max, std::int64_t timeout_ms) {

@@ -1,34 +1,86 @@
 #include "core/transport/completion_queue.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace rdma_interop::transport {
 
+void CompletionQueue::signal_waiters_locked() {
+  if (fd_waiters_ == 0 || signalled_) return;
+  signalled_ = true;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const auto n = ::write(wait_fd_, &one, sizeof one);
+}
+
 CompletionQueue::CompletionQueue(std::uint32_t entries) : entries_(entries) {}
 
+CompletionQueue::~CompletionQueue() {
+  if (wait_fd_ >= 0) ::close(wait_fd_);
+}
+
 bool CompletionQueue::push(rdmap::WorkCompletion wc) {
+  std::lock_guard lock(mu_);
+  if (entries_ != 0 && queue_.size() >= entries_) {
+    ++overruns_;
+    return false;
+  }
+  queue_.push_back(std::move(wc));
+  ++pushed_;
+  high_water_ = std::max(high_water_, static_cast<std::uint32_t>(queue_.size()));
+  return true;
+}
+
+void CompletionQueue::notify() {
   {
     std::lock_guard lock(mu_);
-    if (entries_ != 0 && queue_.size() >= entries_) {
-      ++overruns_;
-      return false;
-    }
-    queue_.push_back(std::move(wc));
-    ++pushed_;
-    high_water_ = std::max(high_water_, static_cast<std::uint32_t>(queue_.size()));
+    signal_waiters_locked();
   }
   // Every waiter: connections sharing the queue poll it from their own threads, and any of
-  // them may take this entry.
+  // them may take the entry.
   cv_.notify_all();
-  return true;
 }
 
 void CompletionQueue::wake() {
   {
     std::lock_guard lock(mu_);
     ++wakes_;
+    signal_waiters_locked();
   }
   cv_.notify_all();
+}
+
+int CompletionQueue::wait_fd() {
+  std::lock_guard lock(mu_);
+  if (wait_fd_ < 0) wait_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  return wait_fd_;
+}
+
+std::uint64_t CompletionQueue::wake_generation() const {
+  std::lock_guard lock(mu_);
+  return wakes_;
+}
+
+bool CompletionQueue::arm_fd_wait(std::uint64_t wake_generation) {
+  std::lock_guard lock(mu_);
+  if (wait_fd_ < 0 || !queue_.empty() || wakes_ != wake_generation) return false;
+  ++fd_waiters_;
+  return true;
+}
+
+void CompletionQueue::disarm_fd_wait() {
+  std::lock_guard lock(mu_);
+  if (fd_waiters_ > 0) --fd_waiters_;
+  if (fd_waiters_ == 0) {
+    // Reset the eventfd only when it was signalled: the read is a syscall, and the common
+    // wakeup is the socket's.
+    if (signalled_) {
+      std::uint64_t count = 0;
+      [[maybe_unused]] const auto n = ::read(wait_fd_, &count, sizeof count);
+      signalled_ = false;
+    }
+  }
 }
 
 std::vector<rdmap::WorkCompletion> CompletionQueue::poll(std::size_t max, Millis timeout) {

@@ -13,8 +13,11 @@
 // a connection makes for itself when QpCaps::cq is null, so a plain connection behaves as
 // before.
 //
-// Threading: every member is thread-safe. Producers (a provider's event threads) push with
-// their own locks held; the queue never calls out, so it may be locked inside any of them.
+// Threading: every member is thread-safe. Producers push with their own locks held (the
+// queue's lock is the innermost of all) and call notify() once they have released them, so
+// a consumer is never woken into a lock its producer still holds. Consumers wait in poll()
+// on a condition variable, or, a thread receiving for its own connection while it waits,
+// in poll(2) on wait_fd() (arm_fd_wait / disarm_fd_wait).
 #pragma once
 
 #include <chrono>
@@ -45,12 +48,27 @@ struct CompletionQueueCounters {
 class CompletionQueue {
  public:
   explicit CompletionQueue(std::uint32_t entries = 0);
+  ~CompletionQueue();
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
 
-  // Producer side. False on overrun: the queue is full, `wc` is dropped and counted.
+  // Producer side. False on overrun: the queue is full, `wc` is dropped and counted. Wakes
+  // no one: call notify() after the push, once the producer's own locks are released.
   bool push(rdmap::WorkCompletion wc);
+  // Wakes the consumers waiting for a completion.
+  void notify();
   // Wakes every waiting poll() at once (they return what is there, possibly nothing): how a
   // consumer thread is told to look at something else, e.g. to stop.
   void wake();
+
+  // For a consumer that waits in poll(2) next to its socket: an eventfd that turns readable
+  // on notify() and wake() while the consumer is armed. -1 if none can be made (the
+  // consumer then waits in poll()). arm_fd_wait() returns false, and arms nothing, when
+  // there is a completion to take or wake() was called since `wake_generation` was read.
+  int wait_fd();
+  std::uint64_t wake_generation() const;
+  bool arm_fd_wait(std::uint64_t wake_generation);
+  void disarm_fd_wait();
 
   // Waits up to `timeout` for at least one completion, then moves out up to `max`, oldest
   // first. Empty on timeout or wake(); a zero (or negative) timeout does not wait.
@@ -71,6 +89,10 @@ class CompletionQueue {
   std::uint64_t pushed_ = 0;
   std::uint64_t polled_ = 0;
   std::uint64_t overruns_ = 0;
+  void signal_waiters_locked();
+  int wait_fd_ = -1;  // eventfd, made on first use
+  std::uint32_t fd_waiters_ = 0;
+  bool signalled_ = false;  // wait_fd_ is readable: reset by the last waiter to disarm
 };
 
 }  // namespace rdma_interop::transport

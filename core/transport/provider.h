@@ -5,11 +5,27 @@
 // of its own or one shared with other connections (QpCaps::cq). Providers translate between
 // this API and their transport; the protocol logic lives in core/cm and core/rdmap.
 //
-// Threading: every call is thread-safe. Blocking calls (connect, next_request,
-// poll_completions with a timeout) wait on the provider's own event thread and can be
-// called from any thread (Python releases the GIL around them). Registered memory must stay
-// valid until deregistered or the connection is destroyed: the provider reads and writes it
-// from its event thread, as an RNIC would by DMA.
+// Threading (the one contract every provider keeps):
+// - Every call is thread-safe and may come from any thread. A blocking call (connect,
+//   accept, next_request, poll_completions with a timeout, disconnect) blocks only its
+//   caller; Python releases the GIL around each and never holds it while a provider makes
+//   progress.
+// - Work runs to completion on the thread that asks for it. post_send transmits on the
+//   caller's thread (tcp: encodes and sends; verbs: ibv_post_send). In the tcp provider,
+//   poll_completions on a connection's own queue receives on the caller's thread (reads,
+//   decodes, places) and then sleeps in the kernel on the socket. The runtime's event
+//   thread (core/runtime/event_loop.h) does only what no caller is waiting to do:
+//   listeners and setup, timers, a transmit the socket could not take at once, connections
+//   nobody polls, shared completion queues, and (verbs, for now) the device's completion
+//   channel.
+// - Registered memory must stay valid until deregistered or the connection is destroyed:
+//   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
+//   Once destroy (the Connection's destructor) returns, no thread touches it.
+// - Locks, outermost first: a listener's lock, a connection's lock (it guards the protocol
+//   engines and the socket), then the event loop's and the completion queue's (leaves: no
+//   call out while held). No waiter is woken while a connection's lock is held: completions
+//   are announced once it is released. No provider lock is held across a callback into the
+//   application.
 #pragma once
 
 #include <cstdint>

@@ -1,9 +1,11 @@
-// The completion queue alone: order and batching, timeouts, wake() from another thread, an
-// overrun counted and sticky, high water, and an unbounded queue. The shared-queue and
+// The completion queue alone: order and batching, timeouts, notify() and wake() from another
+// thread, to a poll() and to a waiter in poll(2) on wait_fd(), an overrun counted and sticky,
+// high water, and an unbounded queue. The shared-queue and
 // overrun scenarios over real connections are in tcp_provider_test.cc.
 #include "core/transport/completion_queue.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -80,9 +82,50 @@ TEST(CompletionQueue, PushFromAnotherThreadEndsAWaitingPoll) {
   std::this_thread::sleep_for(50ms);
   const auto pushed_at = Clock::now();
   ASSERT_TRUE(cq.push(wc(7)));
+  cq.notify();
   const auto got = waiter.get();
   EXPECT_EQ(ids(got), (std::vector<std::uint64_t>{7}));
   EXPECT_LT(ms_since(pushed_at), 1000.0);
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout_ms) == 1;
+}
+
+TEST(CompletionQueue, AnArmedFdWaiterIsSignalledByNotifyAndWake) {
+  CompletionQueue cq;
+  const int fd = cq.wait_fd();
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(cq.wait_fd(), fd) << "one eventfd per queue";
+  // Armed, the eventfd turns readable on notify() (from another thread), and the last
+  // waiter to disarm resets it.
+  const std::uint64_t generation = cq.wake_generation();
+  ASSERT_TRUE(cq.arm_fd_wait(generation));
+  EXPECT_FALSE(readable(fd, 0));
+  std::thread producer([&] {
+    ASSERT_TRUE(cq.push(wc(1)));
+    cq.notify();
+  });
+  EXPECT_TRUE(readable(fd, 5000));
+  producer.join();
+  cq.disarm_fd_wait();
+  EXPECT_FALSE(readable(fd, 0));
+  // With a completion waiting, arming refuses: the consumer takes it instead of sleeping.
+  EXPECT_FALSE(cq.arm_fd_wait(generation));
+  EXPECT_EQ(ids(cq.poll(4, 0ms)), (std::vector<std::uint64_t>{1}));
+  // A wake() since the generation was read refuses too; a wake() while armed signals.
+  ASSERT_TRUE(cq.arm_fd_wait(generation));
+  cq.wake();
+  EXPECT_TRUE(readable(fd, 0));
+  cq.disarm_fd_wait();
+  EXPECT_FALSE(cq.arm_fd_wait(generation));
+  ASSERT_TRUE(cq.arm_fd_wait(cq.wake_generation()));
+  cq.disarm_fd_wait();
+  // Not armed: notify() leaves the eventfd alone (no syscall for a consumer not there).
+  ASSERT_TRUE(cq.push(wc(2)));
+  cq.notify();
+  EXPECT_FALSE(readable(fd, 0));
 }
 
 TEST(CompletionQueue, WakeFromAnotherThreadEndsEveryWaitingPollEmpty) {
@@ -169,6 +212,7 @@ TEST(CompletionQueue, ConcurrentProducersAndConsumersLoseAndDuplicateNothing) {
         ++overruns;
         std::this_thread::yield();
       }
+      cq.notify();
     }
   };
   std::vector<char> seen(2 * kPerProducer, 0);

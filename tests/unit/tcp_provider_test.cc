@@ -4,12 +4,12 @@
 // descriptors.
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -946,6 +946,114 @@ TEST_F(TcpProviderTest, TerminateAfterDisconnectDoesNothing) {
 }
 
 // ---- Resources -------------------------------------------------------------------------
+
+// ---- Run to completion (provider.h): who receives when -----------------------------------
+
+// A thread that polls a connection's own queue receives for it and sleeps on its socket; once
+// it left, the event thread must take receiving back, or a connection nobody polls would
+// never place a Write, answer a Read or see its peer go.
+TEST_F(TcpProviderTest, AConnectionNobodyPollsAnyMoreStillPlacesWritesAndAnswersReads) {
+  connect_pair(initiator_policy(), responder_policy());
+  EXPECT_TRUE(responder_->poll_completions(4, 20ms).empty());  // it received; now it leaves
+  constexpr std::size_t kLen = 64 * 1024;
+  std::vector<std::uint8_t> b(kLen, 0);
+  const auto b_key = responder_->register_memory(
+      b.data(), b.size(), rdmap::kLocalWrite | rdmap::kRemoteWrite | rdmap::kRemoteRead);
+  auto a = pattern(kLen, 21);
+  const auto a_key = initiator_->register_memory(a.data(), a.size(), rdmap::kLocalWrite);
+  ASSERT_FALSE(initiator_->post_send({.wr_id = 1,
+                                      .opcode = rdmap::WrOpcode::kRdmaWrite,
+                                      .sge = {addr_of(a), kLen, a_key},
+                                      .remote_stag = b_key,
+                                      .remote_addr = offset_of(*responder_, b_key, b)}));
+  std::vector<std::uint8_t> e(kLen, 0);
+  const auto e_key = initiator_->register_memory(e.data(), e.size(), rdmap::kLocalWrite);
+  ASSERT_FALSE(initiator_->post_send({.wr_id = 2,
+                                      .opcode = rdmap::WrOpcode::kRdmaRead,
+                                      .sge = {addr_of(e), kLen, e_key},
+                                      .remote_stag = b_key,
+                                      .remote_addr = offset_of(*responder_, b_key, b)}));
+  const auto done = collect(*initiator_, 2);
+  ASSERT_EQ(done.size(), 2u) << "the responder, polled by nobody, never answered the Read";
+  for (const auto& wc : done) EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(e, a);
+  EXPECT_EQ(b, a);
+  // And it sees its peer go, still without being polled.
+  initiator_.reset();
+  EXPECT_TRUE(eventually([&] { return responder_->state() == ConnectionState::kClosed; }))
+      << responder_->error_detail();
+}
+
+// A poller asleep in poll(2) on the socket wakes for what other threads do: a Terminate
+// (its flushes) and a peer that closes.
+TEST_F(TcpProviderTest, APollerAsleepOnTheSocketWakesForATerminateFromAnotherThread) {
+  connect_pair(initiator_policy(), responder_policy());
+  std::vector<std::uint8_t> r(64);
+  post_receive(*responder_, r, 71);
+  auto poller = std::async(std::launch::async, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    auto wcs = responder_->poll_completions(4, 10s);
+    return std::pair(wcs, std::chrono::steady_clock::now() - start);
+  });
+  std::this_thread::sleep_for(100ms);  // the poller is asleep by now
+  responder_->terminate(kNoBuffer);
+  const auto [wcs, waited] = poller.get();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 71u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kFlushed);
+  EXPECT_LT(waited, 5s);
+}
+
+TEST_F(TcpProviderTest, APollerAsleepOnTheSocketWakesWhenThePeerCloses) {
+  connect_pair(initiator_policy(), responder_policy());
+  std::vector<std::uint8_t> r(64);
+  post_receive(*responder_, r, 81);
+  auto poller = std::async(std::launch::async, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    auto wcs = responder_->poll_completions(4, 10s);
+    return std::pair(wcs, std::chrono::steady_clock::now() - start);
+  });
+  std::this_thread::sleep_for(100ms);
+  initiator_.reset();  // FIN
+  const auto [wcs, waited] = poller.get();
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].wr_id, 81u);
+  EXPECT_EQ(wcs[0].status, WcStatus::kFlushed);
+  EXPECT_LT(waited, 5s);
+  EXPECT_EQ(responder_->state(), ConnectionState::kClosed) << responder_->error_detail();
+}
+
+// Several threads may poll one connection: each receives under the connection's lock, and
+// every completion is handed out exactly once.
+TEST_F(TcpProviderTest, ThreadsPollingOneConnectionTogetherGetEveryCompletionOnce) {
+  connect_pair(initiator_policy(), responder_policy());
+  constexpr std::uint64_t kMessages = 200;
+  std::vector<std::vector<std::uint8_t>> sinks(kMessages, std::vector<std::uint8_t>(32));
+  for (std::uint64_t i = 0; i < kMessages; ++i) post_receive(*responder_, sinks[i], 1000 + i);
+  std::atomic<std::uint64_t> taken{0};
+  auto poll_some = [&] {
+    std::vector<std::uint64_t> mine;
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (taken.load() < kMessages && std::chrono::steady_clock::now() < deadline) {
+      for (const auto& wc : responder_->poll_completions(8, 20ms)) {
+        EXPECT_EQ(wc.status, WcStatus::kSuccess);
+        mine.push_back(wc.wr_id);
+        ++taken;
+      }
+    }
+    return mine;
+  };
+  auto p1 = std::async(std::launch::async, poll_some);
+  auto p2 = std::async(std::launch::async, poll_some);
+  std::vector<std::vector<std::uint8_t>> messages(kMessages, std::vector<std::uint8_t>(32, 7));
+  for (std::uint64_t i = 0; i < kMessages; ++i) post_message(*initiator_, messages[i], i);
+  EXPECT_EQ(collect(*initiator_, kMessages).size(), kMessages);
+  std::set<std::uint64_t> seen;
+  for (auto* f : {&p1, &p2}) {
+    for (std::uint64_t id : f->get()) EXPECT_TRUE(seen.insert(id).second) << id << " twice";
+  }
+  EXPECT_EQ(seen.size(), kMessages);
+}
 
 TEST(TcpProviderResources, NoDescriptorLeaksAfterEverythingIsDestroyed) {
   const int baseline = count_open_fds();

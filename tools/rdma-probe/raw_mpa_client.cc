@@ -9,14 +9,13 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/transport/tcp/socket_util.h"
+#include "core/runtime/socket_util.h"
 #include "core/wire/iwarp_constants.h"
 
 namespace rdma_interop::probe {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-namespace tcp = transport::tcp;
 
 constexpr std::size_t kKeptBytes = 64;
 
@@ -150,43 +149,43 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     return a;
   };
 
-  auto address = tcp::resolve_ipv4(host, port);
+  auto address = runtime::resolve_ipv4(host, port);
   if (!address) return finish(RawAnswer::Kind::kUnreachable, address.error());
-  auto sock = tcp::make_tcp_socket();
-  if (!sock) return finish(RawAnswer::Kind::kUnreachable, tcp::errno_text(sock.error()));
-  tcp::Fd fd = std::move(*sock);
-  const std::string where = tcp::format_address(*address);
+  auto sock = runtime::make_tcp_socket();
+  if (!sock) return finish(RawAnswer::Kind::kUnreachable, runtime::errno_text(sock.error()));
+  runtime::Fd fd = std::move(*sock);
+  const std::string where = runtime::format_address(*address);
 
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0 &&
       errno != EINPROGRESS) {
-    return finish(RawAnswer::Kind::kUnreachable, "TCP connect to " + where + ": " +
-                                                      tcp::errno_text(errno));
+    return finish(RawAnswer::Kind::kUnreachable,
+                  "TCP connect to " + where + ": " + runtime::errno_text(errno));
   }
   if (!wait_for(fd.get(), POLLOUT, deadline)) {
     return finish(RawAnswer::Kind::kUnreachable,
                   "TCP connect to " + where + " did not complete in " +
                       std::to_string(timeout.count()) + " ms");
   }
-  if (int err = tcp::socket_error(fd.get())) {
+  if (int err = runtime::socket_error(fd.get())) {
     return finish(RawAnswer::Kind::kUnreachable,
-                  "TCP connect to " + where + ": " + tcp::errno_text(err));
+                  "TCP connect to " + where + ": " + runtime::errno_text(err));
   }
-  tcp::tune_connection_socket(fd.get());
+  runtime::tune_connection_socket(fd.get());
 
   // The Request is at most 532 octets: one write normally takes it all.
   std::size_t sent = 0;
   while (sent < request.size()) {
     iovec part{const_cast<std::uint8_t*>(request.data() + sent), request.size() - sent};
-    auto w = tcp::write_some(fd.get(), std::span<const iovec>(&part, 1));
+    auto w = runtime::write_some(fd.get(), std::span<const iovec>(&part, 1));
     if (w.error) {
-      tcp::close_graceful(fd);
+      runtime::close_graceful(fd);
       return finish(w.error == ECONNRESET || w.error == EPIPE ? RawAnswer::Kind::kReset
                                                               : RawAnswer::Kind::kClosed,
-                    "sending the Request: " + tcp::errno_text(w.error));
+                    "sending the Request: " + runtime::errno_text(w.error));
     }
     sent += w.bytes;
     if (w.would_block && !wait_for(fd.get(), POLLOUT, deadline)) {
-      tcp::close_graceful(fd);
+      runtime::close_graceful(fd);
       return finish(RawAnswer::Kind::kSilent, "the peer did not take the Request's octets");
     }
   }
@@ -194,22 +193,22 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
   std::vector<std::uint8_t> in;
   for (;;) {
     if (!wait_for(fd.get(), POLLIN, deadline)) {
-      tcp::close_graceful(fd);
+      runtime::close_graceful(fd);
       return finish(RawAnswer::Kind::kSilent,
                     in.empty() ? "no answer in " + std::to_string(timeout.count()) + " ms"
                                : std::to_string(in.size()) + " octets of an MPA Reply, then nothing for " +
                                      std::to_string(timeout.count()) + " ms");
     }
     std::uint8_t buf[1024];
-    auto r = tcp::read_some(fd.get(), buf);
+    auto r = runtime::read_some(fd.get(), buf);
     if (r.error) {
-      tcp::close_graceful(fd);
+      runtime::close_graceful(fd);
       return finish(RawAnswer::Kind::kReset,
                     (in.empty() ? "reset before answering: " : "reset in the middle of a Reply: ") +
-                        tcp::errno_text(r.error));
+                        runtime::errno_text(r.error));
     }
     if (r.eof) {
-      tcp::close_graceful(fd);
+      runtime::close_graceful(fd);
       return finish(RawAnswer::Kind::kClosed, in.empty()
                                                   ? "closed the connection without answering"
                                                   : "closed the connection in the middle of a Reply");
@@ -221,11 +220,11 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     if (classified->kind == RawAnswer::Kind::kReply) {
       const auto until = Clock::now() + linger;
       while (Clock::now() < until && wait_for(fd.get(), POLLIN, until)) {
-        auto more = tcp::read_some(fd.get(), buf);
+        auto more = runtime::read_some(fd.get(), buf);
         if (more.error || more.eof) break;
       }
     }
-    tcp::close_graceful(fd);
+    runtime::close_graceful(fd);
     auto kind = classified->kind;
     a = std::move(*classified);
     return finish(kind, a.detail);

@@ -1,10 +1,12 @@
 #include "core/transport/tcp/connection_core.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "core/wire/terminate.h"
 
@@ -17,6 +19,9 @@ constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // After a Terminate (RFC 5040 s5.3: the stream is closed after it), how long the peer has
 // to close its side before we reset the connection.
 constexpr auto kTerminateLinger = std::chrono::seconds(2);
+// How long the receive side stays with the polling threads after the last one left before
+// the event thread takes it back: long against a round trip, short against a timeout.
+constexpr auto kClaimIdle = std::chrono::milliseconds(2);
 
 // The MULPDU we send with: the caller's, within what the FPDU framing can carry (markers
 // cap it so every FPDUPTR fits in 16 bits, RFC 5044 s4.3).
@@ -28,19 +33,39 @@ rdmap::EndpointLimits limits_of(const QpCaps& caps, const wire::FpduOptions& tx)
 
 }  // namespace
 
-ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info, cm::Handover handover,
-                               const QpCaps& caps, std::vector<std::uint8_t> unsent)
+// Holds mu_. Completions pushed meanwhile are announced once mu_ is free, so a consumer is
+// never woken into a lock its producer still holds.
+class ConnectionCore::Guard {
+ public:
+  explicit Guard(const ConnectionCore& core) : core_(core), lock_(core.mu_) {}
+  ~Guard() {
+    const bool notify = std::exchange(core_.notify_pending_, false);
+    lock_.unlock();
+    if (notify) core_.cq_->notify();
+  }
+  Guard(const Guard&) = delete;
+  Guard& operator=(const Guard&) = delete;
+  std::unique_lock<std::mutex>& lock() { return lock_; }
+
+ private:
+  const ConnectionCore& core_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+ConnectionCore::ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, ConnectionInfo info,
+                               cm::Handover handover, const QpCaps& caps,
+                               std::vector<std::uint8_t> unsent)
     : loop_(loop),
       info_(std::move(info)),
       cq_(caps.cq ? caps.cq : std::make_shared<CompletionQueue>()),
+      own_cq_(!caps.cq),
       endpoint_(handover.params, handover.sequence, registry_, limits_of(caps, handover.tx_options),
                 handover.hold_tx_until_first_rx),
       fd_(std::move(fd)),
       encoder_(handover.tx_options, handover.tx_stream_position),
       decoder_(handover.rx_options, handover.rx_stream_position),
       leftover_(std::move(handover.leftover)),
-      unsent_(std::move(unsent)),
-      rx_buffer_(std::make_unique_for_overwrite<std::uint8_t[]>(kRxBufferSize)) {
+      unsent_(std::move(unsent)) {
   for (const InitialRecv& r : caps.initial_recvs) {
     const std::uint32_t stag = registry_.register_region(r.addr, r.length, rdmap::kLocalWrite);
     endpoint_.post_recv(rdmap::RecvWr{
@@ -50,10 +75,22 @@ ConnectionCore::ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info, cm::
 
 ConnectionCore::~ConnectionCore() = default;
 
-void ConnectionCore::start() {
-  std::lock_guard lock(mu_);
-  interest_ = EPOLLIN;
-  token_ = loop_.watch(fd_.get(), interest_, shared_from_this());
+void ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
+  Guard guard(*this);
+  interest_ = EPOLLIN | (unsent_.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
+  if (token) {
+    token_ = *token;
+    loop_.hand_over(token_, interest_, shared_from_this());
+  } else {
+    const auto watched = loop_.watch(fd_.get(), interest_, shared_from_this());
+    if (!watched) {
+      settle(ConnectionState::kError,
+             "cannot watch the socket: " + runtime::errno_text(watched.error()));
+      close_socket(true);
+      return;
+    }
+    token_ = *watched;
+  }
   watching_ = true;
   const std::vector<std::uint8_t> leftover = std::move(leftover_);
   feed(leftover);
@@ -80,16 +117,21 @@ std::optional<std::uint64_t> ConnectionCore::tagged_offset(std::uint32_t stag,
 }
 
 std::optional<rdmap::PostError> ConnectionCore::post_send(const rdmap::SendWr& wr) {
-  std::lock_guard lock(mu_);
+  Guard guard(*this);
   if (phase_ != Phase::kOpen || local_close_ || released_) return rdmap::PostError::kNotConnected;
   const auto error = endpoint_.post_send(wr);
-  drain_completions();
-  if (!error) wake_locked();
+  // Sent here, on the caller's thread (siw: "send directly if SQ processing is not in
+  // progress"); what the socket does not take, EPOLLOUT lets the event thread finish.
+  if (!error) {
+    after_activity();
+  } else {
+    drain_completions();
+  }
   return error;
 }
 
 std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& wr) {
-  std::lock_guard lock(mu_);
+  Guard guard(*this);
   if (released_) return rdmap::PostError::kNotConnected;
   const auto error = endpoint_.post_recv(wr);
   drain_completions();
@@ -98,7 +140,79 @@ std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& w
 
 std::vector<rdmap::WorkCompletion> ConnectionCore::poll_completions(std::size_t max,
                                                                     Millis timeout) {
-  return cq_->poll(max, timeout);
+  // A shared queue is fed by the event thread: its waiter may belong to any connection.
+  if (!own_cq_ || timeout <= Millis::zero()) return cq_->poll(max, timeout);
+  return receive_and_wait(max, timeout);
+}
+
+std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t max,
+                                                                    Millis timeout) {
+  const auto deadline = runtime::Clock::now() + timeout;
+  const std::uint64_t generation = cq_->wake_generation();
+  const int wait_fd = cq_->wait_fd();
+  for (;;) {
+    auto got = cq_->poll(max, Millis::zero());
+    if (!got.empty()) return got;
+    const auto left = std::chrono::ceil<Millis>(deadline - runtime::Clock::now());
+    if (left <= Millis::zero()) return got;
+    const int socket = wait_fd < 0 ? -1 : enter_receive();
+    if (socket < 0) return cq_->poll(max, left);  // closed: only flushes can still come
+    got = cq_->poll(max, Millis::zero());
+    if (!got.empty() || !cq_->arm_fd_wait(generation)) {
+      leave_receive();
+      return got.empty() ? cq_->poll(max, Millis::zero()) : got;
+    }
+    std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wait_fd, POLLIN, 0}};
+    ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    cq_->disarm_fd_wait();
+    leave_receive();
+    if (cq_->wake_generation() != generation) return cq_->poll(max, Millis::zero());
+  }
+}
+
+int ConnectionCore::enter_receive() {
+  Guard guard(*this);
+  if (phase_ == Phase::kClosed || released_) return -1;
+  if (!rx_claimed_) {
+    rx_claimed_ = true;
+    update_interest();  // the event thread stops watching for input
+    arm_claim_timer(runtime::Clock::now() + kClaimIdle);
+  }
+  read_socket();
+  if (phase_ != Phase::kClosed) after_activity();
+  if (phase_ == Phase::kClosed) return -1;
+  ++receivers_;
+  return fd_.get();
+}
+
+void ConnectionCore::leave_receive() {
+  Guard guard(*this);
+  --receivers_;
+  last_receive_ = runtime::Clock::now();
+  if (receivers_ == 0) closing_fd_.reset();
+}
+
+void ConnectionCore::arm_claim_timer(runtime::TimePoint when) {
+  if (claim_timer_) return;
+  claim_timer_ = loop_.add_timer(when, [weak = weak_from_this()] {
+    if (const auto self = weak.lock()) self->on_claim_timer();
+  });
+}
+
+void ConnectionCore::on_claim_timer() {
+  Guard guard(*this);
+  claim_timer_.reset();
+  if (!rx_claimed_ || phase_ == Phase::kClosed) return;
+  const auto idle_since = last_receive_ + kClaimIdle;
+  if (receivers_ > 0 || idle_since > runtime::Clock::now()) {
+    arm_claim_timer(receivers_ > 0 ? runtime::Clock::now() + kClaimIdle : idle_since);
+    return;
+  }
+  // Nobody polls: the event thread receives again, beginning with what waits in the socket.
+  rx_claimed_ = false;
+  update_interest();
+  read_socket();
+  if (phase_ != Phase::kClosed) after_activity();
 }
 
 ConnectionState ConnectionCore::state() const {
@@ -129,20 +243,22 @@ std::optional<wire::TerminateMessage> ConnectionCore::terminate_sent() const {
 }
 
 void ConnectionCore::disconnect(Millis timeout) {
-  std::unique_lock lock(mu_);
+  Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
   if (!local_close_) {
     local_close_ = true;
     settle(ConnectionState::kClosed, "disconnected by the application");
-    close_deadline_ = Clock::now() + timeout;
-    wake_locked();
+    close_deadline_ = runtime::Clock::now() + timeout;
+    // The event thread waits for the peer's FIN: it receives again.
+    rx_claimed_ = false;
+    after_activity();
   }
   // The event thread resets the connection at the deadline; the margin covers its wakeup.
-  cv_.wait_for(lock, timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
+  cv_.wait_for(guard.lock(), timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
 }
 
 void ConnectionCore::terminate(const wire::TerminateCause& cause) {
-  std::lock_guard lock(mu_);
+  Guard guard(*this);
   if (released_ || local_close_ || phase_ != Phase::kOpen ||
       endpoint_.state() != rdmap::EndpointState::kRunning) {
     return;
@@ -150,49 +266,46 @@ void ConnectionCore::terminate(const wire::TerminateCause& cause) {
   endpoint_.terminate_for_ulp(cause);
   settle(ConnectionState::kError, "the application ended the connection: sent a Terminate: " +
                                       wire::to_string(*endpoint_.terminate_sent()));
-  drain_completions();  // the flushes
-  wake_locked();        // the event thread sends the Terminate, then our FIN
+  rx_claimed_ = false;  // the event thread sees the stream close
+  after_activity();     // the flushes, the Terminate, then our FIN
 }
 
 void ConnectionCore::release() {
-  loop_.run([this] {
-    std::lock_guard lock(mu_);
-    if (phase_ != Phase::kClosed) {
-      transmit();  // what the application already posted may still go out
-      released_ = true;
-      settle(ConnectionState::kClosed, "the connection was destroyed by the application");
-      close_socket(false);
-    }
-    // From here on nothing is pushed to the completion queue (drain_completions); what a
-    // shared queue already holds stays there for the application to poll.
+  Guard guard(*this);
+  if (phase_ != Phase::kClosed) {
+    transmit();  // what the application already posted may still go out
     released_ = true;
-  });
-}
-
-void ConnectionCore::wake_locked() {
-  if (wake_posted_) return;
-  wake_posted_ = true;
-  loop_.post([self = shared_from_this()] {
-    std::lock_guard lock(self->mu_);
-    self->wake_posted_ = false;
-    if (self->phase_ != Phase::kClosed) self->after_activity();
-  });
+    settle(ConnectionState::kClosed, "the connection was destroyed by the application");
+    close_socket(false);
+  }
+  // From here on nothing is pushed to the completion queue (drain_completions) and no
+  // thread touches registered memory (every one that does holds mu_); what a shared queue
+  // already holds stays there for the application to poll.
+  released_ = true;
+  if (claim_timer_) {
+    loop_.cancel_timer(*claim_timer_);
+    claim_timer_.reset();
+  }
 }
 
 // ---- Event thread ----------------------------------------------------------------------
 
 void ConnectionCore::on_io(std::uint32_t events) {
   const auto self = shared_from_this();
-  std::lock_guard lock(mu_);
+  Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) read_socket();
   if (phase_ != Phase::kClosed) after_activity();
 }
 
 void ConnectionCore::read_socket() {
+  // One buffer per thread, not per connection: a 256 KiB allocation is an mmap and munmap
+  // per connection, and the decoder keeps what it still needs of a read.
+  thread_local const std::unique_ptr<std::uint8_t[]> buffer =
+      std::make_unique_for_overwrite<std::uint8_t[]>(kRxBufferSize);
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const std::span<std::uint8_t> rx(rx_buffer_.get(), kRxBufferSize);
-    const IoResult r = read_some(fd_.get(), rx);
+    const std::span<std::uint8_t> rx(buffer.get(), kRxBufferSize);
+    const runtime::IoResult r = runtime::read_some(fd_.get(), rx);
     if (r.would_block) return;
     if (r.eof || r.error != 0) {
       on_peer_closed(r.error != 0, r.error);
@@ -246,7 +359,7 @@ void ConnectionCore::transmit() {
 bool ConnectionCore::write_unsent() {
   while (unsent_offset_ < unsent_.size()) {
     const iovec part{unsent_.data() + unsent_offset_, unsent_.size() - unsent_offset_};
-    const IoResult r = write_some(fd_.get(), std::span(&part, 1));
+    const runtime::IoResult r = runtime::write_some(fd_.get(), std::span(&part, 1));
     if (r.error != 0) {
       on_peer_closed(true, r.error);
       return false;
@@ -268,7 +381,8 @@ bool ConnectionCore::write_frame() {
   std::size_t next = 0;
   while (next < iov_.size()) {
     const std::size_t count = std::min(iov_.size() - next, kMaxIovPerCall);
-    const IoResult r = write_some(fd_.get(), std::span(iov_).subspan(next, count));
+    const runtime::IoResult r =
+        runtime::write_some(fd_.get(), std::span(iov_).subspan(next, count));
     if (r.error != 0) {
       on_peer_closed(true, r.error);
       return false;
@@ -309,7 +423,7 @@ void ConnectionCore::after_activity() {
   if (phase_ == Phase::kClosed) return;
   const bool terminating = endpoint_.state() != rdmap::EndpointState::kRunning;
   if (local_close_ && close_deadline_) arm_close_timer(*close_deadline_);
-  if (terminating) arm_close_timer(Clock::now() + kTerminateLinger);
+  if (terminating) arm_close_timer(runtime::Clock::now() + kTerminateLinger);
   if (phase_ == Phase::kOpen && (terminating || local_close_) && unsent_.empty() &&
       !endpoint_.has_outgoing()) {
     // Everything (the Terminate last) is out: send our FIN and wait for the peer's.
@@ -323,7 +437,7 @@ void ConnectionCore::after_activity() {
 void ConnectionCore::on_peer_closed(bool reset, int err) {
   if (phase_ == Phase::kClosed) return;
   if (reset) {
-    settle(ConnectionState::kError, "the connection was reset: " + errno_text(err));
+    settle(ConnectionState::kError, "the connection was reset: " + runtime::errno_text(err));
   } else if (!decoder_.at_boundary() && !stream_failed_) {
     settle(ConnectionState::kError, "the peer closed the connection in the middle of an FPDU");
   } else {
@@ -338,12 +452,23 @@ void ConnectionCore::close_socket(bool abortive) {
     loop_.cancel_timer(*close_timer_);
     close_timer_.reset();
   }
+  if (claim_timer_) {
+    loop_.cancel_timer(*claim_timer_);
+    claim_timer_.reset();
+  }
   if (watching_) {
     loop_.unwatch(token_);
     watching_ = false;
   }
-  if (abortive) {
-    close_abortive(fd_);
+  if (receivers_ > 0) {
+    // A receiver sleeps in poll(2) on this descriptor: its number must not be reused before
+    // it leaves. SHUT_RD wakes it and puts nothing on the wire; the close (with SO_LINGER
+    // 0 when abortive: the RST) follows when the last receiver leaves.
+    if (abortive) runtime::set_abortive_close(fd_.get());
+    ::shutdown(fd_.get(), SHUT_RD);
+    closing_fd_ = std::move(fd_);
+  } else if (abortive) {
+    runtime::close_abortive(fd_);
   } else {
     fd_.reset();
   }
@@ -355,10 +480,10 @@ void ConnectionCore::close_socket(bool abortive) {
   cv_.notify_all();
 }
 
-void ConnectionCore::arm_close_timer(TimePoint deadline) {
+void ConnectionCore::arm_close_timer(runtime::TimePoint deadline) {
   if (close_timer_) return;
   close_timer_ = loop_.add_timer(deadline, [self = shared_from_this()] {
-    std::lock_guard lock(self->mu_);
+    Guard guard(*self);
     self->close_timer_.reset();
     if (self->phase_ == Phase::kClosed) return;
     self->settle(ConnectionState::kError, "the peer did not close the connection in time");
@@ -369,17 +494,21 @@ void ConnectionCore::arm_close_timer(TimePoint deadline) {
 void ConnectionCore::update_interest() {
   if (!watching_) return;
   const bool want_out = phase_ == Phase::kOpen && !unsent_.empty();
-  const std::uint32_t want = EPOLLIN | (want_out ? EPOLLOUT : 0u);
+  const std::uint32_t want = (rx_claimed_ ? 0u : static_cast<std::uint32_t>(EPOLLIN)) |
+                             (want_out ? static_cast<std::uint32_t>(EPOLLOUT) : 0u);
   if (want == interest_) return;
   interest_ = want;
-  loop_.rewatch(token_, interest_);
+  loop_.modify(token_, fd_.get(), interest_);
 }
 
 void ConnectionCore::drain_completions() {
   while (auto wc = endpoint_.poll_completion()) {
     // A full queue drops the entry and counts the overrun, as a hardware CQ would: sizing
     // it is the application's part (completion_queue.h).
-    if (!released_) cq_->push(std::move(*wc));
+    if (!released_) {
+      cq_->push(std::move(*wc));
+      notify_pending_ = true;
+    }
   }
 }
 

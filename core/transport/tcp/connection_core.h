@@ -1,20 +1,28 @@
-// connection_core.h - one established iWARP connection on the event loop: the socket, the
-// FPDU codecs and the RDMAP endpoint, and the completion queue its requests complete into
-// (QpCaps::cq, possibly shared with other connections, or one of its own).
+// connection_core.h - one established iWARP connection: the socket, the FPDU codecs and the
+// RDMAP endpoint, and the completion queue its requests complete into (QpCaps::cq, possibly
+// shared with other connections, or one of its own).
 //
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
-// memory happens here, on the event thread, as an RNIC's DMA would).
+// memory happens here, as an RNIC's DMA would).
 // Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> sendmsg of the frame's slices
 // (the payload straight from registered memory). Whatever the socket does not take is
 // copied to `unsent_` and nothing more is pulled from the endpoint until it drained, so
 // buffered output is bounded by one FPDU; the endpoint's queues are bounded by the QP caps.
 //
-// Locking: one mutex guards the endpoint and the registry. The event thread holds it while
-// it processes socket events; application threads hold it for posts and registration, and
-// wake the event thread with a posted task to transmit. Completions are pushed to the
-// completion queue with the mutex held (the queue's own lock is the innermost); polling
-// takes only the queue's lock, so a poll waiting on a shared queue blocks no connection.
-// Application threads never touch the socket.
+// Who does the work (run to completion, as siw sends inside post_send): the thread that
+// posts a work request encodes and sends it itself; only what the socket does not take at
+// once is finished by the event thread on EPOLLOUT. A thread that waits in
+// poll_completions on the connection's own queue receives itself: it reads, decodes and
+// places, then sleeps in poll(2) on the socket and the queue's eventfd. While such a thread
+// holds the receive side ("claims" it), the event thread does not watch the socket for
+// input; once no thread has polled for kClaimIdle, the event thread takes receiving back,
+// so a connection nobody polls still places Writes, answers Reads and sees the peer close.
+// A connection on a shared queue (QpCaps::cq) is received by the event thread.
+//
+// Locking: mu_ guards everything below it in the class, the socket's I/O included: any
+// thread holding it may read or write the socket. Lock order: mu_, then the event loop's
+// and the completion queue's locks (both leaves). Completions are pushed with mu_ held and
+// announced (CompletionQueue::notify) once it is released.
 #pragma once
 
 #include <condition_variable>
@@ -28,23 +36,25 @@
 #include "core/cm/mpa_handshake.h"
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
+#include "core/runtime/event_loop.h"
 #include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
-#include "core/transport/tcp/event_loop.h"
 #include "core/wire/fpdu_decoder.h"
 #include "core/wire/fpdu_encoder.h"
 
 namespace rdma_interop::transport::tcp {
 
-class ConnectionCore : public IoHandler, public std::enable_shared_from_this<ConnectionCore> {
+class ConnectionCore : public runtime::IoHandler,
+                       public std::enable_shared_from_this<ConnectionCore> {
  public:
   // `unsent` are handshake octets (e.g. the RTR) the socket has not taken yet.
-  ConnectionCore(EventLoop& loop, Fd fd, ConnectionInfo info, cm::Handover handover,
-                 const QpCaps& caps, std::vector<std::uint8_t> unsent);
+  ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, ConnectionInfo info,
+                 cm::Handover handover, const QpCaps& caps, std::vector<std::uint8_t> unsent);
   ~ConnectionCore() override;
 
-  // Event thread: starts watching the socket and decodes the handover's leftover octets.
-  void start();
+  // Takes the socket over from setup (`token`: its watch, handed over without leaving
+  // epoll) or watches it anew, and decodes the handover's leftover octets.
+  void start(std::optional<runtime::EventLoop::Token> token);
 
   // Application side, any thread.
   const ConnectionInfo& info() const { return info_; }
@@ -64,7 +74,7 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   // thread send it and close the stream (Connection::terminate).
   void terminate(const wire::TerminateCause& cause);
   // The application object is going away: stop touching registered memory and close the
-  // socket now (FIN after what is already buffered). Blocks until the event thread did it.
+  // socket now (FIN after what is already buffered).
   void release();
 
   void on_io(std::uint32_t events) override;
@@ -76,7 +86,9 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
     kClosed,        // socket closed
   };
 
-  // Event thread, mu_ held.
+  class Guard;  // holds mu_; announces pushed completions once it is released
+
+  // mu_ held.
   void read_socket();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
@@ -85,34 +97,43 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   void after_activity();
   void on_peer_closed(bool reset, int err);
   void close_socket(bool abortive);
-  void arm_close_timer(TimePoint deadline);
+  void arm_close_timer(runtime::TimePoint deadline);
   void update_interest();
   void drain_completions();
   void settle(ConnectionState state, std::string detail);
-  void wake_locked();
+  void arm_claim_timer(runtime::TimePoint when);
+  void on_claim_timer();
 
-  EventLoop& loop_;
+  // poll_completions on the connection's own queue: receive here, then wait in poll(2).
+  std::vector<rdmap::WorkCompletion> receive_and_wait(std::size_t max, Millis timeout);
+  // Claims the receive side and reads what the socket holds. The socket to wait on, or -1
+  // once the connection is closed (the caller then waits on the queue alone).
+  int enter_receive();
+  void leave_receive();
+
+  runtime::EventLoop& loop_;
   const ConnectionInfo info_;
 
   const std::shared_ptr<CompletionQueue> cq_;  // set once: polled without mu_
+  const bool own_cq_;                          // made for this connection (QpCaps::cq null)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;  // phase changes
+  mutable bool notify_pending_ = false;  // completions pushed since mu_ was taken
   rdmap::MemoryRegistry registry_;
   rdmap::RdmapEndpoint endpoint_;
   std::optional<ConnectionState> final_state_;
   std::string detail_;
-  bool released_ = false;    // the application object is gone
-  bool wake_posted_ = false;
+  bool released_ = false;     // the application object is gone
   bool local_close_ = false;  // disconnect() asked for an orderly close
-  std::optional<TimePoint> close_deadline_;
+  std::optional<runtime::TimePoint> close_deadline_;
 
-  Fd fd_;
-  EventLoop::Token token_ = 0;
+  runtime::Fd fd_;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
   std::uint32_t interest_ = 0;
   Phase phase_ = Phase::kOpen;
-  std::optional<EventLoop::TimerId> close_timer_;
+  std::optional<runtime::EventLoop::TimerId> close_timer_;
   wire::FpduEncoder encoder_;
   wire::FpduDecoder decoder_;
   wire::FpduFrame frame_;
@@ -121,16 +142,22 @@ class ConnectionCore : public IoHandler, public std::enable_shared_from_this<Con
   std::vector<std::uint8_t> unsent_;
   std::size_t unsent_offset_ = 0;
   std::vector<iovec> iov_;
-  // Not zero-filled: 256 KiB of memset per connection showed in connection-setup profiles.
-  std::unique_ptr<std::uint8_t[]> rx_buffer_;
+  // The receive side (see the top of this file).
+  bool rx_claimed_ = false;            // a polling thread receives; no EPOLLIN on the event thread
+  std::uint32_t receivers_ = 0;        // threads between enter_receive and leave_receive
+  runtime::TimePoint last_receive_{};  // when the last of them left
+  std::optional<runtime::EventLoop::TimerId> claim_timer_;
+  runtime::Fd closing_fd_;  // closed while a receiver sleeps on it: closed when it leaves
 };
 
 // The application's handle: forwards to the core; destroying it releases the core.
 class TcpConnection final : public Connection {
  public:
-  TcpConnection(std::shared_ptr<EventLoop> loop, std::shared_ptr<ConnectionCore> core)
+  TcpConnection(std::shared_ptr<runtime::EventLoop> loop, std::shared_ptr<ConnectionCore> core)
       : loop_(std::move(loop)), core_(std::move(core)) {}
   ~TcpConnection() override { core_->release(); }
+  TcpConnection(const TcpConnection&) = delete;
+  TcpConnection& operator=(const TcpConnection&) = delete;
 
   const ConnectionInfo& info() const override { return core_->info(); }
   std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access) override {
@@ -164,7 +191,7 @@ class TcpConnection final : public Connection {
   void terminate(const wire::TerminateCause& cause) override { core_->terminate(cause); }
 
  private:
-  std::shared_ptr<EventLoop> loop_;  // keeps the event thread alive while we exist
+  std::shared_ptr<runtime::EventLoop> loop_;  // keeps the event thread alive while we exist
   std::shared_ptr<ConnectionCore> core_;
 };
 

@@ -23,7 +23,7 @@ ConnectError setup_error(cm::CmFailure failure, std::string detail) {
 
 }  // namespace
 
-MpaSession::MpaSession(EventLoop& loop, Fd fd, cm::MpaHandshake handshake,
+MpaSession::MpaSession(runtime::EventLoop& loop, runtime::Fd fd, cm::MpaHandshake handshake,
                        std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks)
     : loop_(loop),
       fd_(std::move(fd)),
@@ -31,7 +31,7 @@ MpaSession::MpaSession(EventLoop& loop, Fd fd, cm::MpaHandshake handshake,
       caps_(std::move(caps)),
       fell_back_(fell_back_to_revision1),
       hooks_(std::move(hooks)),
-      peer_address_(peer_address_of(fd_.get())) {}
+      peer_address_(runtime::peer_address_of(fd_.get())) {}
 
 MpaSession::~MpaSession() {
   // Only reached unfinished when the provider shuts down with the session still on it.
@@ -41,9 +41,24 @@ MpaSession::~MpaSession() {
   }
 }
 
-void MpaSession::start() {
+void MpaSession::start(std::optional<runtime::EventLoop::Token> handed_over) {
   interest_ = EPOLLIN;
-  token_ = loop_.watch(fd_.get(), interest_, shared_from_this());
+  if (handed_over) {
+    token_ = *handed_over;
+    loop_.hand_over(token_, interest_, shared_from_this());
+    watching_ = true;
+    drive();
+    return;
+  }
+  const auto token = loop_.watch(fd_.get(), interest_, shared_from_this());
+  if (!token) {
+    runtime::close_abortive(fd_);
+    finish(SetupResult{
+        nullptr, setup_error(cm::CmFailure::kConnectionReset,
+                             "cannot watch the socket: " + runtime::errno_text(token.error()))});
+    return;
+  }
+  token_ = *token;
   watching_ = true;
   drive();
 }
@@ -51,21 +66,21 @@ void MpaSession::start() {
 void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
   if (finished_) return;
   caps_ = std::move(caps);
-  hs_.accept(std::move(private_data), Clock::now());
+  hs_.accept(std::move(private_data), runtime::Clock::now());
   drive();
 }
 
 void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why) {
   if (finished_) return;
   reject_reason_ = std::move(why);
-  hs_.reject(std::move(private_data), Clock::now());
+  hs_.reject(std::move(private_data), runtime::Clock::now());
   drive();
 }
 
 void MpaSession::abort(const std::string& why) {
   if (finished_) return;
   stop_io();
-  close_abortive(fd_);
+  runtime::close_abortive(fd_);
   finished_ = true;
   outcome_.set(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionClosed, why)});
 }
@@ -79,17 +94,17 @@ void MpaSession::on_io(std::uint32_t events) {
   }
   std::array<std::uint8_t, 16384> buffer;
   while (!finished_ && !hs_.finished()) {
-    const IoResult r = read_some(fd_.get(), buffer);
+    const runtime::IoResult r = runtime::read_some(fd_.get(), buffer);
     if (r.would_block) break;
     if (r.eof || r.error != 0) {
-      hs_.on_peer_closed(r.error != 0, Clock::now());
+      hs_.on_peer_closed(r.error != 0, runtime::Clock::now());
       drive();
       break;
     }
     octets_in_ += r.bytes;
     if (octets_in_ > kMaxSetupOctets) {
       stop_io();
-      close_abortive(fd_);
+      runtime::close_abortive(fd_);
       finish(SetupResult{nullptr,
                          setup_error(cm::CmFailure::kUnexpectedFrame,
                                      "the peer sent more than " +
@@ -97,7 +112,7 @@ void MpaSession::on_io(std::uint32_t events) {
                                          " octets before MPA setup completed")});
       return;
     }
-    hs_.on_bytes(std::span(buffer).first(r.bytes), Clock::now());
+    hs_.on_bytes(std::span(buffer).first(r.bytes), runtime::Clock::now());
     drive();
   }
 }
@@ -131,7 +146,7 @@ void MpaSession::handle(cm::CmEvent event) {
       break;
     case cm::CmEventType::kRetryRevision1:
       stop_io();
-      close_abortive(fd_);
+      runtime::close_abortive(fd_);
       finish(SetupResult{nullptr, std::nullopt, true});
       break;
   }
@@ -142,17 +157,24 @@ void MpaSession::establish() {
   ConnectionInfo info;
   info.scheme = "tcp";
   info.params = handover.params;
-  info.local_address = local_address_of(fd_.get());
+  info.local_address = runtime::local_address_of(fd_.get());
   info.peer_address = peer_address_;
   info.sent_frame = hs_.sent_frame().value_or(wire::MpaFrame{});
   info.received_frame = hs_.received_frame().value_or(wire::MpaFrame{});
   info.fell_back_to_revision1 = fell_back_;
   write_output();
-  stop_io();
+  if (timer_) {
+    loop_.cancel_timer(*timer_);
+    timer_.reset();
+  }
+  // The socket stays in epoll under its token; only its handler changes.
+  const std::optional<runtime::EventLoop::Token> token =
+      watching_ ? std::optional(token_) : std::nullopt;
+  watching_ = false;
   auto core = std::make_shared<ConnectionCore>(loop_, std::move(fd_), std::move(info),
                                                std::move(handover), caps_.value_or(QpCaps{}),
                                                std::move(unsent_));
-  core->start();
+  core->start(token);
   finish(SetupResult{std::move(core), std::nullopt});
 }
 
@@ -166,9 +188,9 @@ void MpaSession::fail(cm::CmEvent event) {
   e.terminate = event.terminate;
   stop_io();
   if (hs_.close_requested() == cm::CloseKind::kAbortive) {
-    close_abortive(fd_);
+    runtime::close_abortive(fd_);
   } else {
-    close_graceful(fd_);
+    runtime::close_graceful(fd_);
   }
   finish(SetupResult{nullptr, std::move(e)});
 }
@@ -185,16 +207,16 @@ void MpaSession::write_output() {
   unsent_.insert(unsent_.end(), out.begin(), out.end());
   if (!fd_ || unsent_.empty()) return;
   const iovec part{unsent_.data(), unsent_.size()};
-  const IoResult r = write_some(fd_.get(), std::span(&part, 1));
+  const runtime::IoResult r = runtime::write_some(fd_.get(), std::span(&part, 1));
   unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(r.bytes));
   if (r.error != 0) {
     unsent_.clear();
-    hs_.on_peer_closed(true, Clock::now());
+    hs_.on_peer_closed(true, runtime::Clock::now());
   }
   const std::uint32_t want = unsent_.empty() ? EPOLLIN : (EPOLLIN | EPOLLOUT);
   if (watching_ && want != interest_) {
     interest_ = want;
-    loop_.rewatch(token_, interest_);
+    loop_.modify(token_, fd_.get(), interest_);
   }
 }
 
@@ -208,7 +230,7 @@ void MpaSession::rearm_timer() {
   timer_ = loop_.add_timer(*deadline, [self = shared_from_this()] {
     self->timer_.reset();
     if (self->finished_) return;
-    self->hs_.on_timer(Clock::now());
+    self->hs_.on_timer(runtime::Clock::now());
     self->drive();
   });
 }

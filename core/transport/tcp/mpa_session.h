@@ -15,8 +15,9 @@
 #include <vector>
 
 #include "core/cm/mpa_handshake.h"
+#include "core/runtime/event_loop.h"
+#include "core/runtime/rendezvous.h"
 #include "core/transport/provider.h"
-#include "core/transport/tcp/event_loop.h"
 
 namespace rdma_interop::transport::tcp {
 
@@ -28,7 +29,7 @@ struct SetupResult {
   bool retry_revision1 = false;                // initiator: reconnect in revision 1
 };
 
-class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSession> {
+class MpaSession : public runtime::IoHandler, public std::enable_shared_from_this<MpaSession> {
  public:
   struct Hooks {
     // Responder: a valid Request arrived; the application decides with accept()/reject().
@@ -38,11 +39,12 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
   };
 
   // `caps` is known up front for an initiator, and comes with accept() for a responder.
-  MpaSession(EventLoop& loop, Fd fd, cm::MpaHandshake handshake, std::optional<QpCaps> caps,
-             bool fell_back_to_revision1, Hooks hooks);
+  MpaSession(runtime::EventLoop& loop, runtime::Fd fd, cm::MpaHandshake handshake,
+             std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks);
   ~MpaSession() override;
 
-  void start();
+  // Watches the socket, or takes over the watch `handed_over` (the connector's).
+  void start(std::optional<runtime::EventLoop::Token> handed_over = std::nullopt);
   void accept(std::vector<std::uint8_t> private_data, QpCaps caps);
   // `why`, when given, replaces the handshake's "the application rejected..." as the
   // detail of the outcome (a listener rejecting on its own: overflow, decision timeout).
@@ -54,9 +56,9 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
   // Any thread, once on_request has run: the peer's Request.
   const wire::MpaFrame& request() const { return *request_; }
   const std::string& peer_address() const { return peer_address_; }
-  Clock::time_point started() const { return started_; }
+  runtime::Clock::time_point started() const { return started_; }
   // Any thread: the application waits here for accept()'s outcome.
-  Rendezvous<SetupResult>& outcome() { return outcome_; }
+  runtime::Rendezvous<SetupResult>& outcome() { return outcome_; }
 
   void on_io(std::uint32_t events) override;
 
@@ -70,9 +72,9 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
   void rearm_timer();
   void stop_io();
 
-  EventLoop& loop_;
-  Fd fd_;
-  EventLoop::Token token_ = 0;
+  runtime::EventLoop& loop_;
+  runtime::Fd fd_;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
   std::uint32_t interest_ = 0;
   cm::MpaHandshake hs_;
@@ -80,14 +82,14 @@ class MpaSession : public IoHandler, public std::enable_shared_from_this<MpaSess
   bool fell_back_;
   Hooks hooks_;
   std::string peer_address_;
-  Clock::time_point started_ = Clock::now();
+  runtime::Clock::time_point started_ = runtime::Clock::now();
   std::optional<wire::MpaFrame> request_;
   std::vector<std::uint8_t> unsent_;  // handshake octets the socket did not take yet
   std::size_t octets_in_ = 0;         // bounded: setup frames are small
-  std::optional<EventLoop::TimerId> timer_;
+  std::optional<runtime::EventLoop::TimerId> timer_;
   bool finished_ = false;
   std::string reject_reason_;
-  Rendezvous<SetupResult> outcome_;
+  runtime::Rendezvous<SetupResult> outcome_;
 };
 
 }  // namespace rdma_interop::transport::tcp

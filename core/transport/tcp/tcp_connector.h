@@ -12,8 +12,9 @@
 #include <optional>
 #include <random>
 
+#include "core/runtime/event_loop.h"
+#include "core/runtime/rendezvous.h"
 #include "core/transport/provider.h"
-#include "core/transport/tcp/event_loop.h"
 #include "core/transport/tcp/mpa_session.h"
 
 namespace rdma_interop::transport::tcp {
@@ -25,10 +26,10 @@ bool retryable(const ConnectError& error, int tcp_errno);
 // The sleep before retry `retry` (1-based): uniform in [0, min(max, base * 2^(retry-1))].
 Millis retry_delay(const ConnectOptions& options, std::uint32_t retry, std::mt19937_64& rng);
 
-class Connector : public IoHandler, public std::enable_shared_from_this<Connector> {
+class Connector : public runtime::IoHandler, public std::enable_shared_from_this<Connector> {
  public:
-  Connector(EventLoop& loop, const sockaddr_in& peer, ConnectOptions options,
-            std::shared_ptr<Rendezvous<SetupResult>> result);
+  Connector(runtime::EventLoop& loop, const sockaddr_in& peer, ConnectOptions options,
+            std::shared_ptr<runtime::Rendezvous<SetupResult>> result);
   void start();
   void on_io(std::uint32_t events) override;
 
@@ -41,20 +42,20 @@ class Connector : public IoHandler, public std::enable_shared_from_this<Connecto
   void fail(ConnectError::Kind kind, std::string detail, int tcp_errno = 0);
   void stop_watching();
 
-  EventLoop& loop_;
+  runtime::EventLoop& loop_;
   sockaddr_in peer_;
   ConnectOptions options_;
-  std::shared_ptr<Rendezvous<SetupResult>> result_;
+  std::shared_ptr<runtime::Rendezvous<SetupResult>> result_;
   std::mt19937_64 rng_;
-  Fd fd_;
-  EventLoop::Token token_ = 0;
+  runtime::Fd fd_;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
   bool retried_ = false;  // this attempt's revision-1 reconnect
   bool done_ = false;
   bool attempt_over_ = false;
   std::uint32_t attempts_ = 0;
   int tcp_errno_ = 0;
-  std::optional<EventLoop::TimerId> deadline_;
+  std::optional<runtime::EventLoop::TimerId> deadline_;
   std::shared_ptr<MpaSession> session_;
 };
 

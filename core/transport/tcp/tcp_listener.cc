@@ -32,18 +32,21 @@ cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOption
   return c;
 }
 
-ListenerCore::ListenerCore(EventLoop& loop, Fd listening, const cm::MpaPolicy& policy,
-                           const ListenOptions& options)
+ListenerCore::ListenerCore(runtime::EventLoop& loop, runtime::Fd listening,
+                           const cm::MpaPolicy& policy, const ListenOptions& options)
     : loop_(loop),
       listening_(std::move(listening)),
       policy_(policy),
-      local_address_(local_address_of(listening_.get())),
+      local_address_(runtime::local_address_of(listening_.get())),
       backlog_(backlog_config(policy, options)) {}
 
-void ListenerCore::start() {
+int ListenerCore::start() {
   interest_ = EPOLLIN;
-  token_ = loop_.watch(listening_.get(), interest_, shared_from_this());
+  const auto token = loop_.watch(listening_.get(), interest_, shared_from_this());
+  if (!token) return token.error();
+  token_ = *token;
   watching_ = true;
+  return 0;
 }
 
 void ListenerCore::on_io(std::uint32_t) {
@@ -57,7 +60,7 @@ void ListenerCore::on_io(std::uint32_t) {
         // epoll would report it again at once, so look away for a moment.
         out_of_descriptors_ = true;
         after_engine();
-        loop_.add_timer(Clock::now() + std::chrono::milliseconds(100),
+        loop_.add_timer(runtime::Clock::now() + std::chrono::milliseconds(100),
                         [weak = weak_from_this()] {
                           auto self = weak.lock();
                           if (!self) return;
@@ -67,8 +70,8 @@ void ListenerCore::on_io(std::uint32_t) {
       }
       return;  // EAGAIN: nothing more to accept now
     }
-    Fd socket(fd);
-    const TimePoint now = Clock::now();
+    runtime::Fd socket(fd);
+    const runtime::TimePoint now = runtime::Clock::now();
     const cm::BacklogConnId id = next_id_++;
     std::weak_ptr<ListenerCore> weak = shared_from_this();
     MpaSession::Hooks hooks;
@@ -82,7 +85,7 @@ void ListenerCore::on_io(std::uint32_t) {
     hooks.on_finished = [weak](const std::shared_ptr<MpaSession>& s, const SetupResult& r) {
       if (auto self = weak.lock()) self->on_finished(s, r);
     };
-    const bool tuned = tune_connection_socket(socket.get()) == 0;
+    const bool tuned = runtime::tune_connection_socket(socket.get()) == 0;
     // The engine and the handshake share `now`, so a request timeout the handshake reports
     // is one the engine also finds due (on_finished relies on it).
     auto session = std::make_shared<MpaSession>(
@@ -118,7 +121,7 @@ void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
       work.push_back({session, cm::BacklogActionType::kClose});
     } else {
       if (auto t = sessions_.find(it->second); t != sessions_.end()) t->second.requested = true;
-      work = settle_locked(backlog_.on_request_complete(it->second, Clock::now()));
+      work = settle_locked(backlog_.on_request_complete(it->second, runtime::Clock::now()));
     }
   }
   run_deferred(work);
@@ -136,7 +139,7 @@ void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
     if (result.error && result.error->failure == cm::CmFailure::kRequestTimeout) {
       // The handshake's request timeout and the engine's half-open expiry are one deadline:
       // count it as the expiry it is, not as the peer going away.
-      work = settle_locked(backlog_.on_timer(Clock::now()), true);
+      work = settle_locked(backlog_.on_timer(runtime::Clock::now()), true);
     }
     auto more = settle_locked(backlog_.on_peer_gone(id));
     work.insert(work.end(), more.begin(), more.end());
@@ -249,7 +252,7 @@ void ListenerCore::run_deferred(const std::vector<Deferred>& work) {
 }
 
 void ListenerCore::after_engine() {
-  std::optional<TimePoint> deadline;
+  std::optional<runtime::TimePoint> deadline;
   bool pause = out_of_descriptors_;
   {
     std::lock_guard lock(mu_);
@@ -265,7 +268,7 @@ void ListenerCore::after_engine() {
   const std::uint32_t want = pause ? 0u : static_cast<std::uint32_t>(EPOLLIN);
   if (watching_ && want != interest_) {
     interest_ = want;
-    loop_.rewatch(token_, interest_);
+    loop_.modify(token_, listening_.get(), interest_);
   }
   if (timer_ && (!deadline || timer_->first != *deadline)) {
     loop_.cancel_timer(*timer_);
@@ -282,7 +285,7 @@ void ListenerCore::on_timer() {
   std::vector<Deferred> work;
   {
     std::lock_guard lock(mu_);
-    work = settle_locked(backlog_.on_timer(Clock::now()), true);
+    work = settle_locked(backlog_.on_timer(runtime::Clock::now()), true);
   }
   run_deferred(work);
   after_engine();
@@ -292,7 +295,7 @@ void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session,
                                   ConnectError error) {
   if (failures_.size() == Listener::kMaxSetupFailures) failures_.pop_front();
   const double elapsed =
-      std::chrono::duration<double, std::milli>(Clock::now() - session->started()).count();
+      std::chrono::duration<double, std::milli>(runtime::Clock::now() - session->started()).count();
   failures_.push_back({session->peer_address(), std::move(error), elapsed});
 }
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "core/cm/listen_backlog.h"
+#include "core/runtime/event_loop.h"
 #include "core/transport/provider.h"
-#include "core/transport/tcp/event_loop.h"
 #include "core/transport/tcp/mpa_session.h"
 
 namespace rdma_interop::transport::tcp {
@@ -33,12 +33,12 @@ namespace rdma_interop::transport::tcp {
 // timeout as the half-open expiry.
 cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOptions& options);
 
-class ListenerCore : public IoHandler, public std::enable_shared_from_this<ListenerCore> {
+class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_this<ListenerCore> {
  public:
-  ListenerCore(EventLoop& loop, Fd listening, const cm::MpaPolicy& policy,
+  ListenerCore(runtime::EventLoop& loop, runtime::Fd listening, const cm::MpaPolicy& policy,
                const ListenOptions& options);
 
-  void start();  // event thread
+  int start();  // 0, or the errno of watching the socket
   // Application side, any thread.
   struct Handout {
     std::shared_ptr<MpaSession> session;
@@ -84,15 +84,15 @@ class ListenerCore : public IoHandler, public std::enable_shared_from_this<Liste
   void record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error);
   void on_timer();
 
-  EventLoop& loop_;
-  Fd listening_;
-  EventLoop::Token token_ = 0;
+  runtime::EventLoop& loop_;
+  runtime::Fd listening_;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
   std::uint32_t interest_ = 0;
   bool out_of_descriptors_ = false;  // accept paused for a moment (EMFILE)
   const cm::MpaPolicy policy_;
   const std::string local_address_;
-  std::optional<EventLoop::TimerId> timer_;
+  std::optional<runtime::EventLoop::TimerId> timer_;
   cm::BacklogConnId next_id_ = 1;  // event thread
 
   mutable std::mutex mu_;
@@ -108,7 +108,7 @@ class ListenerCore : public IoHandler, public std::enable_shared_from_this<Liste
 
 class TcpListener final : public Listener {
  public:
-  TcpListener(std::shared_ptr<EventLoop> loop, std::shared_ptr<ListenerCore> core)
+  TcpListener(std::shared_ptr<runtime::EventLoop> loop, std::shared_ptr<ListenerCore> core)
       : loop_(std::move(loop)), core_(std::move(core)) {}
   ~TcpListener() override { core_->close(); }
 
@@ -124,7 +124,7 @@ class TcpListener final : public Listener {
   void close() override { core_->close(); }
 
  private:
-  std::shared_ptr<EventLoop> loop_;
+  std::shared_ptr<runtime::EventLoop> loop_;
   std::shared_ptr<ListenerCore> core_;
 };
 
@@ -133,7 +133,7 @@ class TcpListener final : public Listener {
 // detail says the decision came too late).
 class TcpPendingConnection final : public PendingConnection {
  public:
-  TcpPendingConnection(std::shared_ptr<EventLoop> loop, std::weak_ptr<ListenerCore> core,
+  TcpPendingConnection(std::shared_ptr<runtime::EventLoop> loop, std::weak_ptr<ListenerCore> core,
                        ListenerCore::Handout handout)
       : loop_(std::move(loop)),
         core_(std::move(core)),
@@ -148,7 +148,7 @@ class TcpPendingConnection final : public PendingConnection {
   void reject(std::vector<std::uint8_t> private_data) override;
 
  private:
-  std::shared_ptr<EventLoop> loop_;
+  std::shared_ptr<runtime::EventLoop> loop_;
   std::weak_ptr<ListenerCore> core_;
   std::shared_ptr<MpaSession> session_;
   cm::BacklogConnId id_;

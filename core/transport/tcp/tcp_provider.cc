@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/runtime/event_loop.h"
 #include "core/telemetry/publisher.h"
 #include "core/transport/tcp/connection_core.h"
-#include "core/transport/tcp/event_loop.h"
 #include "core/transport/tcp/tcp_connector.h"
 #include "core/transport/tcp/tcp_listener.h"
 
@@ -93,16 +93,18 @@ class TcpProvider final : public Provider {
     if (options.decision_timeout.count() <= 0 || options.overflow_timeout.count() <= 0) {
       return unexpected(invalid("decision and overflow timeouts must be positive"));
     }
-    const auto address = resolve_ipv4(where.host, where.port);
+    const auto address = runtime::resolve_ipv4(where.host, where.port);
     if (!address) return unexpected(invalid(address.error()));
-    auto socket = make_tcp_socket();
-    if (!socket) return unexpected(invalid("cannot create a socket: " + errno_text(socket.error())));
-    Fd fd = std::move(*socket);
+    auto socket = runtime::make_tcp_socket();
+    if (!socket)
+      return unexpected(invalid("cannot create a socket: " + runtime::errno_text(socket.error())));
+    runtime::Fd fd = std::move(*socket);
     const int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0) {
       const int err = errno;
-      ConnectError e = invalid("cannot listen on " + where.to_string() + ": " + errno_text(err));
+      ConnectError e =
+          invalid("cannot listen on " + where.to_string() + ": " + runtime::errno_text(err));
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
       return unexpected(std::move(e));
     }
@@ -115,12 +117,17 @@ class TcpProvider final : public Provider {
         static_cast<int>(std::min<std::uint32_t>(std::max<std::uint32_t>(backlog, half_open_limit), 4096));
     if (::listen(fd.get(), kernel_backlog) != 0) {
       const int err = errno;
-      ConnectError e = invalid("cannot listen on " + where.to_string() + ": " + errno_text(err));
+      ConnectError e =
+          invalid("cannot listen on " + where.to_string() + ": " + runtime::errno_text(err));
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
       return unexpected(std::move(e));
     }
     auto core = std::make_shared<ListenerCore>(*loop_, std::move(fd), policy, options);
-    loop_->run([&] { core->start(); });
+    int err = 0;
+    loop_->run([&] { err = core->start(); });  // on the loop: on_io may fire at once
+    if (err != 0) {
+      return unexpected(invalid("cannot watch the listening socket: " + runtime::errno_text(err)));
+    }
     return std::unique_ptr<Listener>(std::make_unique<PublishedListener>(
         std::make_unique<TcpListener>(loop_, std::move(core)), publisher_, options.overflow));
   }
@@ -130,14 +137,14 @@ class TcpProvider final : public Provider {
     if (auto e = check_uri(where)) return unexpected(std::move(*e));
     if (auto e = check_policy(options.policy)) return unexpected(std::move(*e));
     if (where.port == 0) return unexpected(invalid("cannot connect to port 0"));
-    const auto address = resolve_ipv4(where.host, where.port);
+    const auto address = runtime::resolve_ipv4(where.host, where.port);
     if (!address) {
       ConnectError e;
       e.kind = ConnectError::Kind::kUnreachable;
       e.detail = address.error();
       return unexpected(std::move(e));
     }
-    auto result = std::make_shared<Rendezvous<SetupResult>>();
+    auto result = std::make_shared<runtime::Rendezvous<SetupResult>>();
     loop_->post([loop = loop_.get(), peer = *address, options, result] {
       std::make_shared<Connector>(*loop, peer, options, result)->start();
     });
@@ -151,7 +158,7 @@ class TcpProvider final : public Provider {
   }
 
  private:
-  std::shared_ptr<EventLoop> loop_ = std::make_shared<EventLoop>();
+  std::shared_ptr<runtime::EventLoop> loop_ = std::make_shared<runtime::EventLoop>();
   // Shared with the listeners' registrations: a listener may outlive the provider. Touches
   // the file system only when the first listener registers.
   std::shared_ptr<telemetry::Publisher> publisher_ = std::make_shared<telemetry::Publisher>();

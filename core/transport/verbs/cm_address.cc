@@ -12,7 +12,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/transport/tcp/socket_util.h"
+#include "core/runtime/socket_util.h"
 
 namespace rdma_interop::transport::verbs {
 namespace {
@@ -214,7 +214,7 @@ Expected<CmAddress, std::string> resolve_verbs_host(const std::string& host, std
 }
 
 std::string errno_sentence(int err) {
-  return tcp::errno_text(err);
+  return runtime::errno_text(err);
 }
 
 }  // namespace rdma_interop::transport::verbs

@@ -20,7 +20,7 @@ std::string describe(const CmEvent& event) {
   return s;
 }
 
-Expected<std::shared_ptr<CmChannel>, std::string> CmChannel::open(tcp::EventLoop& loop) {
+Expected<std::shared_ptr<CmChannel>, std::string> CmChannel::open(runtime::EventLoop& loop) {
   errno = 0;
   rdma_event_channel* channel = rdma_create_event_channel();
   if (channel == nullptr) {
@@ -37,12 +37,15 @@ Expected<std::shared_ptr<CmChannel>, std::string> CmChannel::open(tcp::EventLoop
     return unexpected("cannot make the rdma_cm channel nonblocking: " + errno_sentence(err));
   }
   std::shared_ptr<CmChannel> self(new CmChannel(loop, channel));
-  self->token_ = loop.watch(channel->fd, EPOLLIN, self);
+  const auto token = loop.watch(channel->fd, EPOLLIN, self);
+  if (!token)
+    return unexpected("cannot watch the rdma_cm channel: " + errno_sentence(token.error()));
+  self->token_ = *token;
   self->watching_ = true;
   return self;
 }
 
-CmChannel::CmChannel(tcp::EventLoop& loop, rdma_event_channel* channel)
+CmChannel::CmChannel(runtime::EventLoop& loop, rdma_event_channel* channel)
     : loop_(loop), channel_(channel) {}
 
 CmChannel::~CmChannel() {

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/transport/tcp/event_loop.h"
+#include "core/runtime/event_loop.h"
 #include "core/util/expected.h"
 
 namespace rdma_interop::transport::verbs {
@@ -44,11 +44,11 @@ class CmHandler {
   virtual void on_cm_event(const CmEvent& event) = 0;
 };
 
-class CmChannel : public tcp::IoHandler, public std::enable_shared_from_this<CmChannel> {
+class CmChannel : public runtime::IoHandler, public std::enable_shared_from_this<CmChannel> {
  public:
   // Event thread: creates the channel (nonblocking) and watches it. Fails with a sentence
   // when rdma_cm is not available (no /dev/infiniband/rdma_cm, rdma_ucm not loaded...).
-  static Expected<std::shared_ptr<CmChannel>, std::string> open(tcp::EventLoop& loop);
+  static Expected<std::shared_ptr<CmChannel>, std::string> open(runtime::EventLoop& loop);
   ~CmChannel() override;
 
   // A new cm_id (RC, port space TCP) on this channel whose events go to `handler`; the
@@ -67,11 +67,11 @@ class CmChannel : public tcp::IoHandler, public std::enable_shared_from_this<CmC
   void on_io(std::uint32_t events) override;
 
  private:
-  CmChannel(tcp::EventLoop& loop, rdma_event_channel* channel);
+  CmChannel(runtime::EventLoop& loop, rdma_event_channel* channel);
 
-  tcp::EventLoop& loop_;
+  runtime::EventLoop& loop_;
   rdma_event_channel* channel_;
-  tcp::EventLoop::Token token_ = 0;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
   std::unordered_map<rdma_cm_id*, std::weak_ptr<CmHandler>> handlers_;
 };

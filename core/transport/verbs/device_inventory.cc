@@ -17,7 +17,7 @@
 #include <map>
 #include <memory>
 
-#include "core/transport/tcp/socket_util.h"
+#include "core/runtime/socket_util.h"
 #include "core/transport/verbs/rdma_nldev.h"
 #include "core/transport/verbs/xrc_verbs.h"
 
@@ -26,7 +26,7 @@ namespace {
 
 // "Operation not supported (EOPNOTSUPP)"; a provider that failed without setting errno says so.
 std::string errno_text(int e) {
-  return e == 0 ? std::string("failed without an errno") : tcp::errno_text(e);
+  return e == 0 ? std::string("failed without an errno") : runtime::errno_text(e);
 }
 
 // A verb that failed: its errno and "<what> failed: <errno text>".

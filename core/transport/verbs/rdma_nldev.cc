@@ -11,13 +11,13 @@
 #include <cerrno>
 #include <cstring>
 
-#include "core/transport/tcp/socket_util.h"
+#include "core/runtime/socket_util.h"
 
 namespace rdma_interop::transport::verbs {
 namespace {
 
 NldevError error_of(int e, const std::string& what) {
-  return NldevError{e, what + ": " + tcp::errno_text(e)};
+  return NldevError{e, what + ": " + runtime::errno_text(e)};
 }
 
 NldevError malformed(const std::string& why) {

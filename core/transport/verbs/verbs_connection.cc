@@ -75,8 +75,8 @@ ConnectError make_error(ConnectError::Kind kind, std::string detail) {
 
 }  // namespace
 
-VerbsConnectionCore::VerbsConnectionCore(tcp::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
-                                         std::unique_ptr<QueuePair> qp,
+VerbsConnectionCore::VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& channel,
+                                         rdma_cm_id* id, std::unique_ptr<QueuePair> qp,
                                          std::shared_ptr<CompletionQueue> cq)
     : loop_(loop),
       channel_(channel),
@@ -97,7 +97,9 @@ VerbsConnectionCore::~VerbsConnectionCore() {
 
 std::optional<std::string> VerbsConnectionCore::start(const QpCaps& caps) {
   channel_.attach(id_, weak_from_this());
-  token_ = loop_.watch(qp_->channel()->fd, EPOLLIN, shared_from_this());
+  const auto token = loop_.watch(qp_->channel()->fd, EPOLLIN, shared_from_this());
+  if (!token) return "cannot watch the completion channel: " + errno_sentence(token.error());
+  token_ = *token;
   watching_ = true;
   std::lock_guard lock(mu_);
   for (const InitialRecv& r : caps.initial_recvs) {
@@ -126,7 +128,7 @@ std::optional<std::string> VerbsConnectionCore::start(const QpCaps& caps) {
   return std::nullopt;
 }
 
-void VerbsConnectionCore::begin_setup(SetupParams params, tcp::TimePoint deadline,
+void VerbsConnectionCore::begin_setup(SetupParams params, runtime::TimePoint deadline,
                                       std::shared_ptr<SetupRendezvous> result) {
   setup_ = std::move(params);
   result_ = std::move(result);
@@ -494,8 +496,11 @@ void VerbsConnectionCore::drain_cq() {
   for (;;) {
     const int n = ibv_poll_cq(qp_->cq(), kPollBatch, wcs.data());
     if (n <= 0) return;
-    std::lock_guard lock(mu_);
-    for (int i = 0; i < n; ++i) complete(wcs[static_cast<std::size_t>(i)]);
+    {
+      std::lock_guard lock(mu_);
+      for (int i = 0; i < n; ++i) complete(wcs[static_cast<std::size_t>(i)]);
+    }
+    cq_->notify();  // after mu_: the woken poller may post at once
     if (n < kPollBatch) return;
   }
 }

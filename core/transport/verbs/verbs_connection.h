@@ -65,9 +65,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/runtime/event_loop.h"
+#include "core/runtime/rendezvous.h"
 #include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
-#include "core/transport/tcp/event_loop.h"
 #include "core/transport/verbs/cm_channel.h"
 #include "core/transport/verbs/queue_pair.h"
 #include "core/transport/verbs/verbs_options.h"
@@ -81,7 +82,7 @@ struct SetupResult {
   std::shared_ptr<VerbsConnectionCore> core;
   std::optional<ConnectError> error;
 };
-using SetupRendezvous = tcp::Rendezvous<SetupResult>;
+using SetupRendezvous = runtime::Rendezvous<SetupResult>;
 
 enum class Role : std::uint8_t { kActive, kPassive };
 
@@ -97,13 +98,13 @@ struct SetupParams {
   std::vector<std::uint8_t> received_private_data;  // passive: the request's
 };
 
-class VerbsConnectionCore : public tcp::IoHandler,
+class VerbsConnectionCore : public runtime::IoHandler,
                             public CmHandler,
                             public std::enable_shared_from_this<VerbsConnectionCore> {
  public:
   // Takes the QP resources; `id` stays the core's from here on (it destroys it). Completions
   // go to `cq` (QpCaps::cq); null: a queue of the core's own, unbounded.
-  VerbsConnectionCore(tcp::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
+  VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
                       std::unique_ptr<QueuePair> qp, std::shared_ptr<CompletionQueue> cq);
   ~VerbsConnectionCore() override;
 
@@ -112,7 +113,7 @@ class VerbsConnectionCore : public tcp::IoHandler,
   // the initial receives. The error is a sentence (the caller then calls fail_setup).
   std::optional<std::string> start(const QpCaps& caps);
   // From now until ESTABLISHED, a failure or `deadline`, the core answers `result`.
-  void begin_setup(SetupParams params, tcp::TimePoint deadline,
+  void begin_setup(SetupParams params, runtime::TimePoint deadline,
                    std::shared_ptr<SetupRendezvous> result);
   // Answers `result` (if begun) with `error` and tears everything down.
   void fail_setup(ConnectError error);
@@ -158,19 +159,19 @@ class VerbsConnectionCore : public tcp::IoHandler,
   std::uint32_t lkey_for(std::uint32_t stag) const;  // mu_ held
   ConnectError setup_error(const CmEvent& event) const;
 
-  tcp::EventLoop& loop_;
+  runtime::EventLoop& loop_;
   CmChannel& channel_;
   const std::shared_ptr<CompletionQueue> cq_;  // set once: polled without mu_
 
   rdma_cm_id* id_;                 // event thread; null after teardown
   std::unique_ptr<QueuePair> qp_;  // event thread; null after teardown
-  tcp::EventLoop::Token token_ = 0;
+  runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
 
   // Setup (event thread).
   SetupParams setup_;
   std::shared_ptr<SetupRendezvous> result_;
-  std::optional<tcp::EventLoop::TimerId> setup_timer_;
+  std::optional<runtime::EventLoop::TimerId> setup_timer_;
   ConnectionInfo info_;
 
   mutable std::mutex mu_;

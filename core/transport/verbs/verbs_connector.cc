@@ -13,7 +13,7 @@ constexpr int kMaxStepMs = 5000;
 
 }  // namespace
 
-Connector::Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
+Connector::Connector(runtime::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
                      std::optional<CmAddress> source, ConnectOptions options,
                      VerbsOptions verbs_options, std::shared_ptr<SetupRendezvous> result)
     : loop_(loop),
@@ -23,11 +23,12 @@ Connector::Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& 
       options_(std::move(options)),
       verbs_options_(verbs_options),
       result_(std::move(result)),
-      deadline_(tcp::Clock::now() + options_.timeout) {}
+      deadline_(runtime::Clock::now() + options_.timeout) {}
 
 int Connector::step_timeout_ms() const {
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - tcp::Clock::now()).count();
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - runtime::Clock::now())
+          .count();
   return static_cast<int>(std::clamp<long long>(left, 1, kMaxStepMs));
 }
 

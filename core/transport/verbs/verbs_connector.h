@@ -27,7 +27,7 @@ class Connector : public CmHandler, public std::enable_shared_from_this<Connecto
  public:
   // `source`: the local address to resolve from (VerbsOptions::source, resolved); none: the
   // route's choice.
-  Connector(tcp::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
+  Connector(runtime::EventLoop& loop, CmChannel& channel, const CmAddress& peer,
             std::optional<CmAddress> source, ConnectOptions options, VerbsOptions verbs_options,
             std::shared_ptr<SetupRendezvous> result);
 
@@ -39,16 +39,16 @@ class Connector : public CmHandler, public std::enable_shared_from_this<Connecto
   void fail(ConnectError::Kind kind, std::string detail);
   int step_timeout_ms() const;
 
-  tcp::EventLoop& loop_;
+  runtime::EventLoop& loop_;
   CmChannel& channel_;
   CmAddress peer_;
   std::optional<CmAddress> source_;
   ConnectOptions options_;
   VerbsOptions verbs_options_;
   std::shared_ptr<SetupRendezvous> result_;
-  tcp::TimePoint deadline_;
+  runtime::TimePoint deadline_;
   rdma_cm_id* id_ = nullptr;
-  std::optional<tcp::EventLoop::TimerId> timer_;
+  std::optional<runtime::EventLoop::TimerId> timer_;
   bool done_ = false;  // answered, or handed over to the core
   // The channel and timer hold us weakly: this keeps us alive until done_.
   std::shared_ptr<Connector> self_;

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "core/transport/tcp/event_loop.h"
+#include "core/runtime/event_loop.h"
 #include "core/transport/verbs/cm_channel.h"
 #include "core/util/expected.h"
 
@@ -18,7 +18,7 @@ namespace rdma_interop::transport::verbs {
 
 class VerbsContext {
  public:
-  VerbsContext() : loop_(std::make_unique<tcp::EventLoop>()) {}
+  VerbsContext() : loop_(std::make_unique<runtime::EventLoop>()) {}
   ~VerbsContext() {
     loop_->run([this] {
       if (channel_) channel_->close();
@@ -28,7 +28,7 @@ class VerbsContext {
   VerbsContext(const VerbsContext&) = delete;
   VerbsContext& operator=(const VerbsContext&) = delete;
 
-  tcp::EventLoop& loop() { return *loop_; }
+  runtime::EventLoop& loop() { return *loop_; }
 
   // Event thread: the channel, opened now if not yet (tried again on every call while it
   // fails: rdma_ucm may be loaded later). The error is a sentence.
@@ -42,7 +42,7 @@ class VerbsContext {
   }
 
  private:
-  std::unique_ptr<tcp::EventLoop> loop_;
+  std::unique_ptr<runtime::EventLoop> loop_;
   std::shared_ptr<CmChannel> channel_;  // event thread only
 };
 

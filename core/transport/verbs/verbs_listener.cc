@@ -39,7 +39,7 @@ wire::MpaFrame request_frame(const CmEvent& e) {
 
 // ---- PendingRequest ----------------------------------------------------------------------------
 
-PendingRequest::PendingRequest(tcp::EventLoop& loop, CmChannel& channel,
+PendingRequest::PendingRequest(runtime::EventLoop& loop, CmChannel& channel,
                                std::weak_ptr<VerbsListenerCore> listener, const CmEvent& request,
                                const cm::MpaPolicy& policy, VerbsOptions options)
     : loop_(loop),
@@ -107,7 +107,7 @@ void PendingRequest::accept_on_loop(std::vector<std::uint8_t> private_data, cons
   params.sent_private_data = private_data;
   params.received_private_data = request_.private_data;
   const Millis wait = std::max(kMinAcceptWait, policy_.reply_timeout);
-  core->begin_setup(std::move(params), tcp::Clock::now() + wait, result);
+  core->begin_setup(std::move(params), runtime::Clock::now() + wait, result);
   if (auto error = core->start(caps)) {
     return core->fail_setup(error_of(ConnectError::Kind::kSetup, *error));
   }
@@ -148,7 +148,7 @@ void PendingRequest::on_cm_event(const CmEvent& e) {
 
 // ---- VerbsListenerCore -------------------------------------------------------------------------
 
-VerbsListenerCore::VerbsListenerCore(tcp::EventLoop& loop, CmChannel& channel,
+VerbsListenerCore::VerbsListenerCore(runtime::EventLoop& loop, CmChannel& channel,
                                      const cm::MpaPolicy& policy, VerbsOptions options, int backlog)
     : loop_(loop),
       channel_(channel),

@@ -45,7 +45,7 @@ class VerbsListenerCore;
 // the request's description is immutable.
 class PendingRequest : public CmHandler, public std::enable_shared_from_this<PendingRequest> {
  public:
-  PendingRequest(tcp::EventLoop& loop, CmChannel& channel,
+  PendingRequest(runtime::EventLoop& loop, CmChannel& channel,
                  std::weak_ptr<VerbsListenerCore> listener, const CmEvent& request,
                  const cm::MpaPolicy& policy, VerbsOptions options);
 
@@ -67,7 +67,7 @@ class PendingRequest : public CmHandler, public std::enable_shared_from_this<Pen
   void accept_on_loop(std::vector<std::uint8_t> private_data, const QpCaps& caps,
                       const std::shared_ptr<SetupRendezvous>& result);
 
-  tcp::EventLoop& loop_;
+  runtime::EventLoop& loop_;
   CmChannel& channel_;
   std::weak_ptr<VerbsListenerCore> listener_;
   const cm::MpaPolicy policy_;
@@ -83,7 +83,7 @@ class PendingRequest : public CmHandler, public std::enable_shared_from_this<Pen
 
 class VerbsListenerCore : public CmHandler, public std::enable_shared_from_this<VerbsListenerCore> {
  public:
-  VerbsListenerCore(tcp::EventLoop& loop, CmChannel& channel, const cm::MpaPolicy& policy,
+  VerbsListenerCore(runtime::EventLoop& loop, CmChannel& channel, const cm::MpaPolicy& policy,
                     VerbsOptions options, int backlog);
 
   // Event thread: bind and listen.
@@ -104,7 +104,7 @@ class VerbsListenerCore : public CmHandler, public std::enable_shared_from_this<
  private:
   void record_failure(const std::string& peer, ConnectError error);  // mu_ held
 
-  tcp::EventLoop& loop_;
+  runtime::EventLoop& loop_;
   CmChannel& channel_;
   const cm::MpaPolicy policy_;
   const VerbsOptions options_;

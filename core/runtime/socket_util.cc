@@ -1,7 +1,6 @@
-#include "core/transport/tcp/socket_util.h"
+#include "core/runtime/socket_util.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -10,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace rdma_interop::transport::tcp {
+namespace rdma_interop::runtime {
 
 void Fd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -28,8 +27,8 @@ Expected<sockaddr_in, std::string> resolve_ipv4(const std::string& host, std::ui
   addrinfo* found = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
   if (rc != 0 || found == nullptr) {
-    return unexpected("cannot resolve '" + host + "' to an IPv4 address: " +
-                      std::string(::gai_strerror(rc)));
+    return unexpected("cannot resolve '" + host +
+                      "' to an IPv4 address: " + std::string(::gai_strerror(rc)));
   }
   address.sin_addr = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
   ::freeaddrinfo(found);
@@ -68,8 +67,6 @@ Expected<Fd, int> make_tcp_socket() {
 }
 
 int tune_connection_socket(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return errno;
   const int one = 1;
   if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) return errno;
   return 0;
@@ -82,10 +79,14 @@ int socket_error(int fd) {
   return err;
 }
 
+void set_abortive_close(int fd) {
+  const linger abort_now{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort_now, sizeof abort_now);
+}
+
 void close_abortive(Fd& fd) {
   if (!fd) return;
-  const linger abort_now{1, 0};
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &abort_now, sizeof abort_now);
+  set_abortive_close(fd.get());
   fd.reset();
 }
 
@@ -119,4 +120,4 @@ IoResult write_some(int fd, std::span<const iovec> parts) {
   }
 }
 
-}  // namespace rdma_interop::transport::tcp
+}  // namespace rdma_interop::runtime

@@ -1,4 +1,4 @@
-// socket_util.h - the few socket operations the tcp provider needs, with errors as values.
+// socket_util.h - the few socket operations the providers need, with errors as values.
 //
 // Every socket is nonblocking and close-on-exec; connection sockets have TCP_NODELAY (an
 // FPDU is a message: Nagle would hold a small Send behind the ACK of the previous one).
@@ -14,7 +14,7 @@
 
 #include "core/util/expected.h"
 
-namespace rdma_interop::transport::tcp {
+namespace rdma_interop::runtime {
 
 // An owned file descriptor, closed on destruction.
 class Fd {
@@ -52,13 +52,16 @@ std::string errno_text(int err);  // "Connection refused (ECONNREFUSED)"
 
 // A nonblocking TCP socket, not yet connected.
 Expected<Fd, int> make_tcp_socket();
-// TCP_NODELAY and nonblocking on an accepted or connected socket; 0 or errno.
+// TCP_NODELAY on a connection socket (made nonblocking by socket() or accept4(), never
+// by fcntl: two syscalls per connection saved); 0 or errno.
 int tune_connection_socket(int fd);
 // The pending error of a nonblocking connect (SO_ERROR): 0 when connected.
 int socket_error(int fd);
 
 // The peer sees an RST: SO_LINGER with a zero timeout, then close.
 void close_abortive(Fd& fd);
+// SO_LINGER with a zero timeout only: the RST goes out when the descriptor is closed.
+void set_abortive_close(int fd);
 // The peer sees a FIN after everything written so far; the kernel finishes the close.
 void close_graceful(Fd& fd);
 
@@ -72,4 +75,4 @@ IoResult read_some(int fd, std::span<std::uint8_t> into);
 // sendmsg with MSG_NOSIGNAL: a peer reset is an error value, never SIGPIPE.
 IoResult write_some(int fd, std::span<const iovec> parts);
 
-}  // namespace rdma_interop::transport::tcp
+}  // namespace rdma_interop::runtime
