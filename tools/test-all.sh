@@ -18,7 +18,7 @@
 #             rxe with rxe, rdma-core's tools, perftest and ours; a device and a node lost
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   tsan      the unit tests that run threads, built with ThreadSanitizer
-#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 45)
+#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 30)
 #   bench     a Release build of the benchmarks (build-bench), each run briefly: fails on a
 #             build error, a crash or a reported error, never on a missed target
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
@@ -114,7 +114,7 @@ fuzz_tier() {
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DRDMA_INTEROP_FUZZ=ON -DRDMA_INTEROP_TESTS=OFF \
     -DRDMA_INTEROP_PYTHON=OFF -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
     cmake --build build-fuzz -j "$jobs" --target fuzzers &&
-    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-45}"
+    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-30}"
 }
 
 bench_tier() {

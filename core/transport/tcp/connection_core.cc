@@ -150,12 +150,13 @@ std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t 
   const auto deadline = runtime::Clock::now() + timeout;
   const std::uint64_t generation = cq_->wake_generation();
   const int wait_fd = cq_->wait_fd();
+  bool readable = false;  // poll(2) said so
   for (;;) {
     auto got = cq_->poll(max, Millis::zero());
     if (!got.empty()) return got;
     const auto left = std::chrono::ceil<Millis>(deadline - runtime::Clock::now());
     if (left <= Millis::zero()) return got;
-    const int socket = wait_fd < 0 ? -1 : enter_receive();
+    const int socket = wait_fd < 0 ? -1 : enter_receive(readable);
     if (socket < 0) return cq_->poll(max, left);  // closed: only flushes can still come
     got = cq_->poll(max, Millis::zero());
     if (!got.empty() || !cq_->arm_fd_wait(generation)) {
@@ -164,21 +165,26 @@ std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t 
     }
     std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wait_fd, POLLIN, 0}};
     ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
+    readable = fds[0].revents != 0;
     cq_->disarm_fd_wait();
     leave_receive();
     if (cq_->wake_generation() != generation) return cq_->poll(max, Millis::zero());
   }
 }
 
-int ConnectionCore::enter_receive() {
+int ConnectionCore::enter_receive(bool readable) {
   Guard guard(*this);
   if (phase_ == Phase::kClosed || released_) return -1;
+  bool look = readable || !rx_drained_;
   if (!rx_claimed_) {
     rx_claimed_ = true;
     update_interest();  // the event thread stops watching for input
     arm_claim_timer(runtime::Clock::now() + kClaimIdle);
+    look = true;
   }
-  read_socket();
+  // A socket the last read drained is not read again on spec: poll(2) says when it has
+  // more, and a recv that finds nothing would be a syscall per round trip.
+  if (look) read_socket();
   if (phase_ != Phase::kClosed) after_activity();
   if (phase_ == Phase::kClosed) return -1;
   ++receivers_;
@@ -306,6 +312,7 @@ void ConnectionCore::read_socket() {
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
     const std::span<std::uint8_t> rx(buffer.get(), kRxBufferSize);
     const runtime::IoResult r = runtime::read_some(fd_.get(), rx);
+    rx_drained_ = r.would_block || r.bytes < rx.size();
     if (r.would_block) return;
     if (r.eof || r.error != 0) {
       on_peer_closed(r.error != 0, r.error);

@@ -106,9 +106,9 @@ class ConnectionCore : public runtime::IoHandler,
 
   // poll_completions on the connection's own queue: receive here, then wait in poll(2).
   std::vector<rdmap::WorkCompletion> receive_and_wait(std::size_t max, Millis timeout);
-  // Claims the receive side and reads what the socket holds. The socket to wait on, or -1
+  // Claims the receive side and reads what the socket may hold. The socket to wait on, or -1
   // once the connection is closed (the caller then waits on the queue alone).
-  int enter_receive();
+  int enter_receive(bool readable);
   void leave_receive();
 
   runtime::EventLoop& loop_;
@@ -143,6 +143,7 @@ class ConnectionCore : public runtime::IoHandler,
   std::size_t unsent_offset_ = 0;
   std::vector<iovec> iov_;
   // The receive side (see the top of this file).
+  bool rx_drained_ = false;  // the last read found the socket empty (EAGAIN or a short read)
   bool rx_claimed_ = false;            // a polling thread receives; no EPOLLIN on the event thread
   std::uint32_t receivers_ = 0;        // threads between enter_receive and leave_receive
   runtime::TimePoint last_receive_{};  // when the last of them left

@@ -4,7 +4,7 @@
 // writes what it produces, and honours its close requests (abortive = RST). It ends in
 // exactly one SetupResult: an established ConnectionCore (the socket and the handshake's
 // handover move into it), a ConnectError, or, for an initiator, "retry in revision 1".
-// All methods except the accessors run on the event thread.
+// All methods except the accessors run on the event thread (the session has no lock).
 #pragma once
 
 #include <cstdint>

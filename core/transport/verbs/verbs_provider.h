@@ -3,7 +3,7 @@
 //
 // It drives whatever RDMA device holds the address: a real HCA or RNIC, or the kernel's
 // soft devices (siw for iWARP, rxe for RoCE). URI forms and options: provider_uri.h and
-// verbs/verbs_options.h. One event thread per provider (the tcp provider's EventLoop)
+// verbs/verbs_options.h. One event thread per provider (core/runtime/event_loop.h)
 // watches the rdma_cm event channel and every connection's completion channel; all calls
 // are thread-safe and every blocking call has a deadline.
 //
