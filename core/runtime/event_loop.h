@@ -11,7 +11,8 @@
 // without the loop's lock, so a handler may watch, unwatch (itself included), add or cancel
 // timers from inside a callback, and so may any other thread; a handler's own lock must not
 // be held around a call that waits for the loop (run()). An event already taken from epoll
-// for a token that has since been unwatched is not delivered. Tasks and timers run on the
+// for a token unwatched before the loop looks the token up is not delivered; one unwatched
+// from another thread just after that may still be, so a handler tolerates a late event. Tasks and timers run on the
 // event thread, tasks in the order posted.
 #pragma once
 

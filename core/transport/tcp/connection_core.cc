@@ -22,6 +22,8 @@ constexpr auto kTerminateLinger = std::chrono::seconds(2);
 // How long the receive side stays with the polling threads after the last one left before
 // the event thread takes it back: long against a round trip, short against a timeout.
 constexpr auto kClaimIdle = std::chrono::milliseconds(2);
+// The longest single wait poll_completions sleeps (poll(2) takes an int of milliseconds).
+constexpr Millis kLongestWait = std::chrono::hours(24);
 
 // The MULPDU we send with: the caller's, within what the FPDU framing can carry (markers
 // cap it so every FPDUPTR fits in 16 bits, RFC 5044 s4.3).
@@ -147,6 +149,8 @@ std::vector<rdmap::WorkCompletion> ConnectionCore::poll_completions(std::size_t 
 
 std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t max,
                                                                     Millis timeout) {
+  // Clamped: poll(2) takes an int of milliseconds, and now + Millis::max() overflows.
+  timeout = std::min(timeout, kLongestWait);
   const auto deadline = runtime::Clock::now() + timeout;
   const std::uint64_t generation = cq_->wake_generation();
   const int wait_fd = cq_->wait_fd();
@@ -211,7 +215,9 @@ void ConnectionCore::on_claim_timer() {
   if (!rx_claimed_ || phase_ == Phase::kClosed) return;
   const auto idle_since = last_receive_ + kClaimIdle;
   if (receivers_ > 0 || idle_since > runtime::Clock::now()) {
-    arm_claim_timer(receivers_ > 0 ? runtime::Clock::now() + kClaimIdle : idle_since);
+    // A poller still asleep keeps the claim: look again much later, not every kClaimIdle,
+    // so a long poll does not keep waking the event thread.
+    arm_claim_timer(receivers_ > 0 ? runtime::Clock::now() + 8 * kClaimIdle : idle_since);
     return;
   }
   // Nobody polls: the event thread receives again, beginning with what waits in the socket.
@@ -260,6 +266,13 @@ void ConnectionCore::disconnect(Millis timeout) {
     after_activity();
   }
   // The event thread resets the connection at the deadline; the margin covers its wakeup.
+  // Completions the close produced (sends done) are announced before we sleep, not when
+  // disconnect returns.
+  if (std::exchange(notify_pending_, false)) {
+    guard.lock().unlock();
+    cq_->notify();
+    guard.lock().lock();
+  }
   cv_.wait_for(guard.lock(), timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
 }
 
