@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <memory>
 #include <numeric>
@@ -226,14 +227,20 @@ class TcpProviderTest : public ::testing::Test {
     EXPECT_TRUE(std::equal(source.begin(), source.end(), sink.begin()));
   }
 
-  void write_and_read_64k() {
+  std::vector<std::uint8_t>& kept(std::vector<std::uint8_t> buffer) {
+    return memory_.emplace_back(std::move(buffer));
+  }
+
+  // A 64 KiB Write from the initiator into the responder's memory, then a Read of it back;
+  // only the initiator polls.
+  void write_and_read_64k(std::uint8_t seed = 3) {
     constexpr std::size_t kLen = 64 * 1024;
     // Write: initiator's A -> responder's B.
-    std::vector<std::uint8_t> b(kLen, 0);
+    auto& b = kept(std::vector<std::uint8_t>(kLen, 0));
     const auto b_key = responder_->register_memory(b.data(), b.size(),
                                                    rdmap::kLocalWrite | rdmap::kRemoteWrite |
                                                        rdmap::kRemoteRead);
-    auto a = pattern(kLen, 3);
+    auto& a = kept(pattern(kLen, seed));
     const auto a_key = initiator_->register_memory(a.data(), a.size(), rdmap::kLocalWrite);
     ASSERT_FALSE(initiator_->post_send({.wr_id = 1,
                                         .opcode = rdmap::WrOpcode::kRdmaWrite,
@@ -245,7 +252,7 @@ class TcpProviderTest : public ::testing::Test {
     EXPECT_EQ(w->status, WcStatus::kSuccess) << rdmap::wc_status_name(w->status);
     EXPECT_EQ(w->opcode, WcOpcode::kRdmaWrite);
     // The Write completes when it is sent; a Read behind it returns after it was placed.
-    std::vector<std::uint8_t> e(kLen, 0);
+    auto& e = kept(std::vector<std::uint8_t>(kLen, 0));
     const auto e_key = initiator_->register_memory(e.data(), e.size(), rdmap::kLocalWrite);
     ASSERT_FALSE(initiator_->post_send({.wr_id = 2,
                                         .opcode = rdmap::WrOpcode::kRdmaRead,
@@ -261,6 +268,9 @@ class TcpProviderTest : public ::testing::Test {
     EXPECT_EQ(e, a);
   }
 
+  // Memory a connection may touch must stay valid until the connection is destroyed
+  // (provider.h): buffers that a peer reads or writes live here, destroyed after them.
+  std::deque<std::vector<std::uint8_t>> memory_;
   std::unique_ptr<Provider> provider_;
   std::unique_ptr<Listener> listener_;
   ProviderUri where_;
@@ -883,10 +893,10 @@ TEST_F(TcpProviderTest, TerminateFlushesAnOutstandingRead) {
   connect_pair(initiator_policy(), responder_policy(), caps);
   // A Read of 64 KiB in 1 KiB segments, terminated right after it is posted: whether its
   // request already went out or not, it completes flushed, never with a partial success.
-  std::vector<std::uint8_t> remote(64 * 1024, 7);
+  auto& remote = kept(std::vector<std::uint8_t>(64 * 1024, 7));
   const auto remote_key =
       responder_->register_memory(remote.data(), remote.size(), rdmap::kRemoteRead);
-  std::vector<std::uint8_t> sink(remote.size(), 0);
+  auto& sink = kept(std::vector<std::uint8_t>(remote.size(), 0));
   const auto sink_key = initiator_->register_memory(sink.data(), sink.size(), rdmap::kLocalWrite);
   ASSERT_FALSE(initiator_->post_send(
       {.wr_id = 71,
@@ -955,29 +965,7 @@ TEST_F(TcpProviderTest, TerminateAfterDisconnectDoesNothing) {
 TEST_F(TcpProviderTest, AConnectionNobodyPollsAnyMoreStillPlacesWritesAndAnswersReads) {
   connect_pair(initiator_policy(), responder_policy());
   EXPECT_TRUE(responder_->poll_completions(4, 20ms).empty());  // it received; now it leaves
-  constexpr std::size_t kLen = 64 * 1024;
-  std::vector<std::uint8_t> b(kLen, 0);
-  const auto b_key = responder_->register_memory(
-      b.data(), b.size(), rdmap::kLocalWrite | rdmap::kRemoteWrite | rdmap::kRemoteRead);
-  auto a = pattern(kLen, 21);
-  const auto a_key = initiator_->register_memory(a.data(), a.size(), rdmap::kLocalWrite);
-  ASSERT_FALSE(initiator_->post_send({.wr_id = 1,
-                                      .opcode = rdmap::WrOpcode::kRdmaWrite,
-                                      .sge = {addr_of(a), kLen, a_key},
-                                      .remote_stag = b_key,
-                                      .remote_addr = offset_of(*responder_, b_key, b)}));
-  std::vector<std::uint8_t> e(kLen, 0);
-  const auto e_key = initiator_->register_memory(e.data(), e.size(), rdmap::kLocalWrite);
-  ASSERT_FALSE(initiator_->post_send({.wr_id = 2,
-                                      .opcode = rdmap::WrOpcode::kRdmaRead,
-                                      .sge = {addr_of(e), kLen, e_key},
-                                      .remote_stag = b_key,
-                                      .remote_addr = offset_of(*responder_, b_key, b)}));
-  const auto done = collect(*initiator_, 2);
-  ASSERT_EQ(done.size(), 2u) << "the responder, polled by nobody, never answered the Read";
-  for (const auto& wc : done) EXPECT_EQ(wc.status, WcStatus::kSuccess);
-  EXPECT_EQ(e, a);
-  EXPECT_EQ(b, a);
+  write_and_read_64k(21);
   // And it sees its peer go, still without being polled.
   initiator_.reset();
   EXPECT_TRUE(eventually([&] { return responder_->state() == ConnectionState::kClosed; }))
