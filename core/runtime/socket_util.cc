@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -117,6 +119,20 @@ IoResult write_some(int fd, std::span<const iovec> parts) {
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult{0, true};
     return IoResult{0, false, false, errno};
+  }
+}
+
+short wait_for(int fd, short events, std::chrono::steady_clock::time_point until) {
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return 0;
+    // poll(2) takes an int of milliseconds: a longer wait is done in day-long pieces.
+    const auto piece = std::min<std::chrono::milliseconds::rep>(left.count(), 86'400'000);
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(piece));
+    if (n > 0) return p.revents;
+    if (n < 0 && errno != EINTR) return POLLERR;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -74,5 +75,9 @@ struct IoResult {
 IoResult read_some(int fd, std::span<std::uint8_t> into);
 // sendmsg with MSG_NOSIGNAL: a peer reset is an error value, never SIGPIPE.
 IoResult write_some(int fd, std::span<const iovec> parts);
+
+// poll(2) on one socket until `until` (a signal does not end the wait early): the revents
+// (POLLIN, POLLOUT, POLLERR, POLLHUP), 0 when `until` passed first.
+short wait_for(int fd, short events, std::chrono::steady_clock::time_point until);
 
 }  // namespace rdma_interop::runtime

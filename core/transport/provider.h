@@ -13,11 +13,12 @@
 // - Work runs to completion on the thread that asks for it. post_send transmits on the
 //   caller's thread (tcp: encodes and sends; verbs: ibv_post_send). In the tcp provider,
 //   poll_completions on a connection's own queue receives on the caller's thread (reads,
-//   decodes, places) and then sleeps in the kernel on the socket. The runtime's event
-//   thread (core/runtime/event_loop.h) does only what no caller is waiting to do:
-//   listeners and setup, timers, a transmit the socket could not take at once, connections
-//   nobody polls, shared completion queues, and (verbs, for now) the device's completion
-//   channel.
+//   decodes, places) and then sleeps in the kernel on the socket; connect runs the TCP
+//   connect and the whole MPA setup on the caller's thread, handing the established socket
+//   to the event loop. The runtime's event thread (core/runtime/event_loop.h) does only
+//   what no caller is waiting to do: listeners and the responder's setup, timers, a
+//   transmit the socket could not take at once, connections nobody polls, shared
+//   completion queues, and (verbs, for now) the device's completion channel.
 // - Registered memory must stay valid until deregistered or the connection is destroyed:
 //   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
 //   Once destroy (the Connection's destructor) returns, no thread touches it.

@@ -1,7 +1,9 @@
 #include "core/transport/tcp/mpa_session.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <array>
 
 #include "core/transport/tcp/connection_core.h"
@@ -61,6 +63,35 @@ void MpaSession::start(std::optional<runtime::EventLoop::Token> handed_over) {
   token_ = *token;
   watching_ = true;
   drive();
+}
+
+std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
+  const auto self = shared_from_this();
+  on_caller_ = true;
+  drive();
+  while (!finished_) {
+    auto wake = until;
+    if (const auto deadline = hs_.next_deadline()) wake = std::min(wake, *deadline);
+    const auto want = static_cast<short>(POLLIN | (unsent_.empty() ? 0 : POLLOUT));
+    const short got = runtime::wait_for(fd_.get(), want, wake);
+    if (got == 0) {
+      const auto now = runtime::Clock::now();
+      if (now >= until) {
+        abort("setup timed out");
+        return std::nullopt;
+      }
+      hs_.on_timer(now);
+      drive();
+      continue;
+    }
+    std::uint32_t events = 0;
+    if ((got & POLLIN) != 0) events |= EPOLLIN;
+    if ((got & POLLOUT) != 0) events |= EPOLLOUT;
+    if ((got & POLLERR) != 0) events |= EPOLLERR;
+    if ((got & POLLHUP) != 0) events |= EPOLLHUP;
+    on_io(events);
+  }
+  return outcome_.take();
 }
 
 void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
@@ -221,6 +252,7 @@ void MpaSession::write_output() {
 }
 
 void MpaSession::rearm_timer() {
+  if (on_caller_) return;  // run() waits for the handshake's deadline itself
   const auto deadline = hs_.next_deadline();
   if (timer_ && (!deadline || timer_->first != *deadline)) {
     loop_.cancel_timer(*timer_);

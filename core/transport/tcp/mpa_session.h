@@ -4,7 +4,9 @@
 // writes what it produces, and honours its close requests (abortive = RST). It ends in
 // exactly one SetupResult: an established ConnectionCore (the socket and the handshake's
 // handover move into it), a ConnectError, or, for an initiator, "retry in revision 1".
-// All methods except the accessors run on the event thread (the session has no lock).
+// A session runs on one thread at a time and has no lock: on the event thread once
+// start()ed (a responder's), or on the thread that calls run() (an initiator's, which never
+// touches the event loop until its connection is established).
 #pragma once
 
 #include <cstdint>
@@ -43,8 +45,13 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
              std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks);
   ~MpaSession() override;
 
-  // Watches the socket, or takes over the watch `handed_over` (the connector's).
+  // Watches the socket, or takes over the watch `handed_over`; the event thread drives it.
   void start(std::optional<runtime::EventLoop::Token> handed_over = std::nullopt);
+  // Instead of start(): the calling thread drives the session, waiting in poll(2) on the
+  // socket and keeping the handshake's deadlines itself, until the session ends (its result)
+  // or `until` passes (nullopt; the socket is reset). An established connection goes to the
+  // event loop then, one epoll_ctl ADD: setup costs no thread crossing.
+  std::optional<SetupResult> run(runtime::Clock::time_point until);
   void accept(std::vector<std::uint8_t> private_data, QpCaps caps);
   // `why`, when given, replaces the handshake's "the application rejected..." as the
   // detail of the outcome (a listener rejecting on its own: overflow, decision timeout).
@@ -76,6 +83,7 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   runtime::Fd fd_;
   runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
+  bool on_caller_ = false;  // run(): no loop timers, the caller waits
   std::uint32_t interest_ = 0;
   cm::MpaHandshake hs_;
   std::optional<QpCaps> caps_;

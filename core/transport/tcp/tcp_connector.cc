@@ -1,10 +1,12 @@
 #include "core/transport/tcp/tcp_connector.h"
 
-#include <sys/epoll.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
+#include <thread>
 
 #include "core/transport/tcp/connection_core.h"
 
@@ -55,150 +57,95 @@ Millis retry_delay(const ConnectOptions& options, std::uint32_t retry, std::mt19
   return Millis(std::uniform_int_distribution<std::int64_t>(0, ceiling)(rng));
 }
 
-Connector::Connector(runtime::EventLoop& loop, const sockaddr_in& peer, ConnectOptions options,
-                     std::shared_ptr<runtime::Rendezvous<SetupResult>> result)
-    : loop_(loop),
-      peer_(peer),
-      options_(std::move(options)),
-      result_(std::move(result)),
-      rng_(options_.retry_seed != 0 ? options_.retry_seed : fresh_seed()) {}
+namespace {
 
-void Connector::start() { begin_attempt(); }
+struct Attempt {
+  SetupResult result;
+  int tcp_errno = 0;  // of a failed TCP connect
+};
 
-void Connector::begin_attempt() {
-  ++attempts_;
-  retried_ = false;
-  attempt_over_ = false;
-  tcp_errno_ = 0;
-  // The timer holds the connector until the attempt has ended.
-  deadline_ =
-      loop_.add_timer(runtime::Clock::now() + options_.timeout, [self = shared_from_this()] {
-        self->deadline_.reset();
-        if (self->session_) self->session_->abort("connect timed out");
-        self->fail(ConnectError::Kind::kTimeout,
-                   "no connection to " + runtime::format_address(self->peer_) + " within " +
-                       std::to_string(self->options_.timeout.count()) + " ms");
-      });
-  attempt();
-}
-
-void Connector::attempt() {
-  auto socket = runtime::make_tcp_socket();
-  if (!socket) {
-    fail(ConnectError::Kind::kUnreachable,
-         "cannot create a socket: " + runtime::errno_text(socket.error()));
-    return;
-  }
-  fd_ = std::move(*socket);
-  if (const int err = runtime::tune_connection_socket(fd_.get()); err != 0) {
-    fail(ConnectError::Kind::kUnreachable, "cannot set TCP_NODELAY: " + runtime::errno_text(err));
-    return;
-  }
-  if (::connect(fd_.get(), reinterpret_cast<const sockaddr*>(&peer_), sizeof peer_) == 0) {
-    on_connected();
-    return;
-  }
-  if (errno != EINPROGRESS) {
-    const int err = errno;
-    fail(
-        ConnectError::Kind::kUnreachable,
-        "TCP connect to " + runtime::format_address(peer_) + " failed: " + runtime::errno_text(err),
-        err);
-    return;
-  }
-  const auto token = loop_.watch(fd_.get(), EPOLLOUT, shared_from_this());
-  if (!token) {
-    fail(ConnectError::Kind::kUnreachable,
-         "cannot watch the socket: " + runtime::errno_text(token.error()));
-    return;
-  }
-  token_ = *token;
-  watching_ = true;
-}
-
-void Connector::on_io(std::uint32_t) {
-  if (attempt_over_) return;
-  const int err = runtime::socket_error(fd_.get());
-  if (err != 0) {
-    stop_watching();
-    fail(
-        ConnectError::Kind::kUnreachable,
-        "TCP connect to " + runtime::format_address(peer_) + " failed: " + runtime::errno_text(err),
-        err);
-    return;
-  }
-  on_connected();
-}
-
-void Connector::on_connected() {
-  cm::MpaPolicy policy = options_.policy;
-  if (retried_) policy.revision = wire::kMpaRevision1;
-  auto handshake =
-      cm::MpaHandshake::initiator(policy, options_.private_data, runtime::Clock::now());
-  std::weak_ptr<Connector> weak = shared_from_this();
-  MpaSession::Hooks hooks;
-  hooks.on_finished = [weak](const std::shared_ptr<MpaSession>&, const SetupResult& result) {
-    if (auto self = weak.lock()) self->on_session_finished(result);
-  };
-  session_ = std::make_shared<MpaSession>(loop_, std::move(fd_), std::move(handshake),
-                                          options_.caps, retried_, std::move(hooks));
-  // The socket's watch passes to the session (epoll_ctl MOD, not DEL + ADD).
-  std::optional<runtime::EventLoop::Token> token;
-  if (watching_) token = token_;
-  watching_ = false;
-  session_->start(token);
-}
-
-void Connector::on_session_finished(const SetupResult& result) {
-  if (attempt_over_) return;
-  if (result.retry_revision1 && !retried_) {
-    retried_ = true;
-    session_.reset();
-    attempt();
-    return;
-  }
-  if (result.retry_revision1) {
-    fail(ConnectError::Kind::kSetup, "the peer reset the revision-1 retry as well");
-    return;
-  }
-  end_attempt(result);
-}
-
-void Connector::fail(ConnectError::Kind kind, std::string detail, int tcp_errno) {
+Attempt failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 0) {
   ConnectError e;
   e.kind = kind;
   e.detail = std::move(detail);
   if (kind == ConnectError::Kind::kSetup) e.failure = cm::CmFailure::kConnectionReset;
-  tcp_errno_ = tcp_errno;
-  end_attempt(SetupResult{nullptr, std::move(e)});
+  return {SetupResult{nullptr, std::move(e)}, tcp_errno};
 }
 
-void Connector::end_attempt(SetupResult result) {
-  if (attempt_over_ || done_) return;
-  const auto self = shared_from_this();  // cancelling the deadline drops the timer's reference
-  attempt_over_ = true;
-  stop_watching();
-  fd_.reset();
-  session_.reset();
-  if (deadline_) {
-    loop_.cancel_timer(*deadline_);
-    deadline_.reset();
-  }
-  if (!result.connection && result.error && attempts_ <= options_.retries &&
-      retryable(*result.error, tcp_errno_)) {
-    const Millis pause = retry_delay(options_, attempts_, rng_);
-    loop_.add_timer(runtime::Clock::now() + pause, [self] { self->begin_attempt(); });
-    return;
-  }
-  done_ = true;
-  if (result.error) result.error->attempts = attempts_;
-  result_->set(std::move(result));
+Attempt timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
+  return failed(ConnectError::Kind::kTimeout,
+                "no connection to " + runtime::format_address(peer) + " within " +
+                    std::to_string(options.timeout.count()) + " ms");
 }
 
-void Connector::stop_watching() {
-  if (!watching_) return;
-  loop_.unwatch(token_);
-  watching_ = false;
+// A nonblocking connect, waited for in poll(2) until `until`.
+Expected<runtime::Fd, Attempt> tcp_connect(const sockaddr_in& peer, const ConnectOptions& options,
+                                           runtime::Clock::time_point until) {
+  auto socket = runtime::make_tcp_socket();
+  if (!socket) {
+    return unexpected(failed(ConnectError::Kind::kUnreachable,
+                             "cannot create a socket: " + runtime::errno_text(socket.error())));
+  }
+  runtime::Fd fd = std::move(*socket);
+  if (const int err = runtime::tune_connection_socket(fd.get()); err != 0) {
+    return unexpected(failed(ConnectError::Kind::kUnreachable,
+                             "cannot set TCP_NODELAY: " + runtime::errno_text(err)));
+  }
+  int err = 0;
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      if (runtime::wait_for(fd.get(), POLLOUT, until) == 0) {
+        return unexpected(timed_out(peer, options));
+      }
+      err = runtime::socket_error(fd.get());
+    }
+  }
+  if (err != 0) {
+    return unexpected(failed(ConnectError::Kind::kUnreachable,
+                             "TCP connect to " + runtime::format_address(peer) +
+                                 " failed: " + runtime::errno_text(err),
+                             err));
+  }
+  return fd;
+}
+
+// One attempt: TCP connect and MPA setup, and the revision-1 reconnect it may ask for.
+Attempt attempt(runtime::EventLoop& loop, const sockaddr_in& peer, const ConnectOptions& options) {
+  const auto until = runtime::Clock::now() + options.timeout;
+  for (bool fell_back = false;; fell_back = true) {
+    auto fd = tcp_connect(peer, options, until);
+    if (!fd) return std::move(fd.error());
+    cm::MpaPolicy policy = options.policy;
+    if (fell_back) policy.revision = wire::kMpaRevision1;
+    auto session = std::make_shared<MpaSession>(
+        loop, std::move(*fd),
+        cm::MpaHandshake::initiator(policy, options.private_data, runtime::Clock::now()),
+        options.caps, fell_back, MpaSession::Hooks{});
+    auto result = session->run(until);
+    if (!result) return timed_out(peer, options);
+    if (!result->retry_revision1) return {std::move(*result), 0};
+    if (fell_back) {
+      return failed(ConnectError::Kind::kSetup, "the peer reset the revision-1 retry as well");
+    }
+  }
+}
+
+}  // namespace
+
+SetupResult connect_on_caller(runtime::EventLoop& loop, const sockaddr_in& peer,
+                              const ConnectOptions& options) {
+  std::optional<std::mt19937_64> rng;  // seeded at the first retry: most connects need none
+  for (std::uint32_t attempts = 1;; ++attempts) {
+    Attempt a = attempt(loop, peer, options);
+    if (a.result.connection || !a.result.error || attempts > options.retries ||
+        !retryable(*a.result.error, a.tcp_errno)) {
+      if (a.result.error) a.result.error->attempts = attempts;
+      return std::move(a.result);
+    }
+    if (!rng) rng.emplace(options.retry_seed != 0 ? options.retry_seed : fresh_seed());
+    std::this_thread::sleep_for(retry_delay(options, attempts, *rng));
+  }
 }
 
 }  // namespace rdma_interop::transport::tcp

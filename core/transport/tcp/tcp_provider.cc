@@ -144,12 +144,8 @@ class TcpProvider final : public Provider {
       e.detail = address.error();
       return unexpected(std::move(e));
     }
-    auto result = std::make_shared<runtime::Rendezvous<SetupResult>>();
-    loop_->post([loop = loop_.get(), peer = *address, options, result] {
-      std::make_shared<Connector>(*loop, peer, options, result)->start();
-    });
-    // The connector's own deadline (options.timeout) guarantees an answer.
-    SetupResult r = result->take();
+    // On this thread, TCP connect to established: the event thread only gets the result.
+    SetupResult r = connect_on_caller(*loop_, *address, options);
     if (r.connection) {
       return std::unique_ptr<Connection>(
           std::make_unique<TcpConnection>(loop_, std::move(r.connection)));
