@@ -124,8 +124,8 @@ IoResult write_some(int fd, std::span<const iovec> parts) {
 
 short wait_for(int fd, short events, std::chrono::steady_clock::time_point until) {
   for (;;) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        until - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     if (left.count() <= 0) return 0;
     // poll(2) takes an int of milliseconds: a longer wait is done in day-long pieces.
     const auto piece = std::min<std::chrono::milliseconds::rep>(left.count(), 86'400'000);

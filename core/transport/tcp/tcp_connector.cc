@@ -73,9 +73,9 @@ Attempt failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 0) {
 }
 
 Attempt timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
-  return failed(ConnectError::Kind::kTimeout,
-                "no connection to " + runtime::format_address(peer) + " within " +
-                    std::to_string(options.timeout.count()) + " ms");
+  return failed(ConnectError::Kind::kTimeout, "no connection to " + runtime::format_address(peer) +
+                                                  " within " +
+                                                  std::to_string(options.timeout.count()) + " ms");
 }
 
 // A nonblocking connect, waited for in poll(2) until `until`.
@@ -102,10 +102,10 @@ Expected<runtime::Fd, Attempt> tcp_connect(const sockaddr_in& peer, const Connec
     }
   }
   if (err != 0) {
-    return unexpected(failed(ConnectError::Kind::kUnreachable,
-                             "TCP connect to " + runtime::format_address(peer) +
-                                 " failed: " + runtime::errno_text(err),
-                             err));
+    return unexpected(failed(
+        ConnectError::Kind::kUnreachable,
+        "TCP connect to " + runtime::format_address(peer) + " failed: " + runtime::errno_text(err),
+        err));
   }
   return fd;
 }
