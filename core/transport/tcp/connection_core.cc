@@ -477,7 +477,13 @@ void ConnectionCore::close_socket(bool abortive) {
     claim_timer_.reset();
   }
   if (watching_) {
-    loop_.unwatch(token_);
+    // Closed right below unless a receiver still sleeps on it (then it must leave epoll:
+    // a half-closed socket is readable forever).
+    if (receivers_ > 0) {
+      loop_.unwatch(token_);
+    } else {
+      loop_.forget(token_);
+    }
     watching_ = false;
   }
   if (receivers_ > 0) {

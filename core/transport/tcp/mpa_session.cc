@@ -25,15 +25,16 @@ ConnectError setup_error(cm::CmFailure failure, std::string detail) {
 
 }  // namespace
 
-MpaSession::MpaSession(runtime::EventLoop& loop, runtime::Fd fd, cm::MpaHandshake handshake,
-                       std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks)
+MpaSession::MpaSession(runtime::EventLoop& loop, runtime::Fd fd, const sockaddr_in& peer,
+                       cm::MpaHandshake handshake, std::optional<QpCaps> caps,
+                       bool fell_back_to_revision1, Hooks hooks)
     : loop_(loop),
       fd_(std::move(fd)),
       hs_(std::move(handshake)),
       caps_(std::move(caps)),
       fell_back_(fell_back_to_revision1),
       hooks_(std::move(hooks)),
-      peer_address_(runtime::peer_address_of(fd_.get())) {}
+      peer_address_(runtime::format_address(peer)) {}
 
 MpaSession::~MpaSession() {
   // Only reached unfinished when the provider shuts down with the session still on it.

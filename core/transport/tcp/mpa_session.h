@@ -9,6 +9,8 @@
 // touches the event loop until its connection is established).
 #pragma once
 
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,8 +43,10 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   };
 
   // `caps` is known up front for an initiator, and comes with accept() for a responder.
-  MpaSession(runtime::EventLoop& loop, runtime::Fd fd, cm::MpaHandshake handshake,
-             std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks);
+  // `peer` is the connect()ed or accept4()ed address (no getpeername per connection).
+  MpaSession(runtime::EventLoop& loop, runtime::Fd fd, const sockaddr_in& peer,
+             cm::MpaHandshake handshake, std::optional<QpCaps> caps, bool fell_back_to_revision1,
+             Hooks hooks);
   ~MpaSession() override;
 
   // Watches the socket, or takes over the watch `handed_over`; the event thread drives it.

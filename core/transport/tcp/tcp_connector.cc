@@ -119,7 +119,7 @@ Attempt attempt(runtime::EventLoop& loop, const sockaddr_in& peer, const Connect
     cm::MpaPolicy policy = options.policy;
     if (fell_back) policy.revision = wire::kMpaRevision1;
     auto session = std::make_shared<MpaSession>(
-        loop, std::move(*fd),
+        loop, std::move(*fd), peer,
         cm::MpaHandshake::initiator(policy, options.private_data, runtime::Clock::now()),
         options.caps, fell_back, MpaSession::Hooks{});
     auto result = session->run(until);

@@ -52,7 +52,10 @@ int ListenerCore::start() {
 void ListenerCore::on_io(std::uint32_t) {
   // A bounded batch per wakeup; level-triggered epoll brings us back for the rest.
   for (int i = 0; i < 64 && listening_ && interest_ != 0; ++i) {
-    const int fd = ::accept4(listening_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in peer{};
+    socklen_t peer_length = sizeof peer;
+    const int fd = ::accept4(listening_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -89,8 +92,8 @@ void ListenerCore::on_io(std::uint32_t) {
     // The engine and the handshake share `now`, so a request timeout the handshake reports
     // is one the engine also finds due (on_finished relies on it).
     auto session = std::make_shared<MpaSession>(
-        loop_, std::move(socket), cm::MpaHandshake::responder(policy_, now), std::nullopt, false,
-        std::move(hooks));
+        loop_, std::move(socket), peer, cm::MpaHandshake::responder(policy_, now), std::nullopt,
+        false, std::move(hooks));
     std::vector<Deferred> work;
     {
       std::lock_guard lock(mu_);
