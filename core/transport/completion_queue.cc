@@ -85,8 +85,19 @@ void CompletionQueue::disarm_fd_wait() {
 
 std::vector<rdmap::WorkCompletion> CompletionQueue::poll(std::size_t max, Millis timeout) {
   std::unique_lock lock(mu_);
+  return poll_locked(lock, max, timeout, wakes_);
+}
+
+std::vector<rdmap::WorkCompletion> CompletionQueue::poll(std::size_t max, Millis timeout,
+                                                         std::uint64_t generation) {
+  std::unique_lock lock(mu_);
+  return poll_locked(lock, max, timeout, generation);
+}
+
+std::vector<rdmap::WorkCompletion> CompletionQueue::poll_locked(std::unique_lock<std::mutex>& lock,
+                                                                std::size_t max, Millis timeout,
+                                                                std::uint64_t generation) {
   if (queue_.empty() && timeout > Millis::zero()) {
-    const std::uint64_t generation = wakes_;
     cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || wakes_ != generation; });
   }
   const std::size_t n = std::min(max, queue_.size());

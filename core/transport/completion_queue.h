@@ -73,6 +73,10 @@ class CompletionQueue {
   // Waits up to `timeout` for at least one completion, then moves out up to `max`, oldest
   // first. Empty on timeout or wake(); a zero (or negative) timeout does not wait.
   std::vector<rdmap::WorkCompletion> poll(std::size_t max, Millis timeout);
+  // The same, for a waiter that read wake_generation() earlier: a wake() since then ends
+  // the wait at once instead of being missed.
+  std::vector<rdmap::WorkCompletion> poll(std::size_t max, Millis timeout,
+                                          std::uint64_t wake_generation);
 
   std::uint32_t entries() const { return entries_; }
   // True from the first overrun on.
@@ -80,6 +84,10 @@ class CompletionQueue {
   CompletionQueueCounters counters() const;  // a consistent snapshot
 
  private:
+  std::vector<rdmap::WorkCompletion> poll_locked(std::unique_lock<std::mutex>& lock,
+                                                 std::size_t max, Millis timeout,
+                                                 std::uint64_t generation);
+
   const std::uint32_t entries_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

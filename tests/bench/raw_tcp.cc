@@ -14,8 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "core/runtime/socket_util.h"
+
 namespace rdma_interop::bench {
 namespace {
+
+using runtime::Fd;
 
 using Clock = std::chrono::steady_clock;
 
@@ -26,17 +30,6 @@ double seconds_since(Clock::time_point t0) {
 std::string failed(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);
 }
-
-// Closes its descriptor on every return path.
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 sockaddr_in loopback(std::uint16_t port) {
   sockaddr_in a{};
@@ -76,6 +69,26 @@ Expected<int, std::string> connect_loopback(std::uint16_t port, bool nodelay) {
   return fd;
 }
 
+// Both ends of one loopback connection (`out` connected, `in` accepted).
+struct Pair {
+  Fd out;
+  Fd in;
+};
+
+Expected<Pair, std::string> loopback_pair(bool nodelay) {
+  std::uint16_t port = 0;
+  auto lfd = listen_loopback(port);
+  if (!lfd) return unexpected(lfd.error());
+  const Fd listener(*lfd);
+  auto fd = connect_loopback(port, nodelay);
+  if (!fd) return unexpected(fd.error());
+  Pair pair{Fd(*fd), Fd(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC))};
+  if (!pair.in) return unexpected(failed("accept"));
+  const int one = 1;
+  if (nodelay) ::setsockopt(pair.in.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return pair;
+}
+
 bool read_all(int fd, void* buf, std::size_t n) {
   auto* p = static_cast<char*>(buf);
   while (n > 0) {
@@ -110,9 +123,9 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
   const auto t0 = Clock::now();
   std::thread acceptor([&] {
     for (int i = 0; i < n; ++i) {
-      Fd c(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+      const Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
       char b;
-      if (c.fd < 0 || !read_all(c.fd, &b, 1)) ++accept_failures;
+      if (!c || !read_all(c.get(), &b, 1)) ++accept_failures;
     }
   });
   std::string error;
@@ -122,14 +135,14 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
       error = fd.error();
       break;
     }
-    Fd c(*fd);
+    const Fd c(*fd);
     const char b = 1;
-    if (!write_all(c.fd, &b, 1)) error = failed("write");
+    if (!write_all(c.get(), &b, 1)) error = failed("write");
   }
-  if (!error.empty()) ::shutdown(listener.fd, SHUT_RDWR);  // unblocks the acceptor
+  if (!error.empty()) ::shutdown(listener.get(), SHUT_RDWR);  // unblocks the acceptor
   acceptor.join();
   const double rate = n / seconds_since(t0);
-  ::close(std::exchange(listener.fd, -1));
+  listener.reset();
   if (!error.empty()) return unexpected("raw TCP connect: " + error);
   if (accept_failures > 0) return unexpected(std::string("raw TCP accept or first octet failed"));
   return Measured{rate, per_op(before, meter.sample(), n)};
@@ -137,15 +150,10 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
 
 Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double seconds,
                                                 std::size_t write_size) {
-  std::uint16_t port = 0;
-  auto lfd = listen_loopback(port);
-  if (!lfd) return unexpected(lfd.error());
-  Fd listener(*lfd);
-  auto fd = connect_loopback(port, false);
-  if (!fd) return unexpected(fd.error());
-  Fd out(*fd);
-  Fd in(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
-  if (in.fd < 0) return unexpected(failed("accept"));
+  auto pair = loopback_pair(false);
+  if (!pair) return unexpected(pair.error());
+  const int in = pair->in.get();
+  const int out = pair->out.get();
 
   std::uint64_t received = 0;
   const auto before = meter.sample();
@@ -153,13 +161,13 @@ Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double s
   std::thread sink([&] {
     std::vector<char> buf(write_size);
     ssize_t r;
-    while ((r = ::read(in.fd, buf.data(), buf.size())) > 0)
+    while ((r = ::read(in, buf.data(), buf.size())) > 0)
       received += static_cast<std::uint64_t>(r);
   });
   std::vector<char> data(write_size, 'x');
   bool ok = true;
-  while (ok && seconds_since(t0) < seconds) ok = write_all(out.fd, data.data(), data.size());
-  ::shutdown(out.fd, SHUT_WR);
+  while (ok && seconds_since(t0) < seconds) ok = write_all(out, data.data(), data.size());
+  ::shutdown(out, SHUT_WR);
   sink.join();
   const double elapsed = seconds_since(t0);
   const auto after = meter.sample();
@@ -168,21 +176,14 @@ Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double s
 }
 
 Expected<Measured, std::string> tcp_round_trip_us(const CostMeter& meter, int rounds) {
-  std::uint16_t port = 0;
-  auto lfd = listen_loopback(port);
-  if (!lfd) return unexpected(lfd.error());
-  Fd listener(*lfd);
-  auto fd = connect_loopback(port, true);
-  if (!fd) return unexpected(fd.error());
-  Fd client(*fd);
-  Fd server(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
-  if (server.fd < 0) return unexpected(failed("accept"));
-  const int one = 1;
-  ::setsockopt(server.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  auto pair = loopback_pair(true);
+  if (!pair) return unexpected(pair.error());
+  const int server = pair->in.get();
+  const int client = pair->out.get();
 
   std::thread echo([&] {
     char buf[64];
-    while (read_all(server.fd, buf, sizeof buf) && write_all(server.fd, buf, sizeof buf)) {
+    while (read_all(server, buf, sizeof buf) && write_all(server, buf, sizeof buf)) {
     }
   });
   char buf[64] = {};
@@ -190,11 +191,11 @@ Expected<Measured, std::string> tcp_round_trip_us(const CostMeter& meter, int ro
   const auto before = meter.sample();
   const auto t0 = Clock::now();
   for (int i = 0; ok && i < rounds; ++i) {
-    ok = write_all(client.fd, buf, sizeof buf) && read_all(client.fd, buf, sizeof buf);
+    ok = write_all(client, buf, sizeof buf) && read_all(client, buf, sizeof buf);
   }
   const double us = seconds_since(t0) * 1e6 / rounds;
   const auto after = meter.sample();
-  ::shutdown(client.fd, SHUT_WR);  // the echo thread reads end of stream and returns
+  ::shutdown(client, SHUT_WR);  // the echo thread reads end of stream and returns
   echo.join();
   if (!ok) return unexpected(failed("raw TCP round trip"));
   return Measured{us, per_op(before, after, rounds)};

@@ -161,7 +161,8 @@ std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t 
     const auto left = std::chrono::ceil<Millis>(deadline - runtime::Clock::now());
     if (left <= Millis::zero()) return got;
     const int socket = wait_fd < 0 ? -1 : enter_receive(readable);
-    if (socket < 0) return cq_->poll(max, left);  // closed: only flushes can still come
+    // Closed: only flushes can still come, and a wake() since this poll began ends it.
+    if (socket < 0) return cq_->poll(max, left, generation);
     got = cq_->poll(max, Millis::zero());
     if (!got.empty() || !cq_->arm_fd_wait(generation)) {
       leave_receive();
@@ -188,8 +189,7 @@ int ConnectionCore::enter_receive(bool readable) {
   }
   // A socket the last read drained is not read again on spec: poll(2) says when it has
   // more, and a recv that finds nothing would be a syscall per round trip.
-  if (look) read_socket();
-  if (phase_ != Phase::kClosed) after_activity();
+  receive(look);
   if (phase_ == Phase::kClosed) return -1;
   ++receivers_;
   return fd_.get();
@@ -223,8 +223,7 @@ void ConnectionCore::on_claim_timer() {
   // Nobody polls: the event thread receives again, beginning with what waits in the socket.
   rx_claimed_ = false;
   update_interest();
-  read_socket();
-  if (phase_ != Phase::kClosed) after_activity();
+  receive(true);
 }
 
 ConnectionState ConnectionCore::state() const {
@@ -313,7 +312,11 @@ void ConnectionCore::on_io(std::uint32_t events) {
   const auto self = shared_from_this();
   Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
-  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0) read_socket();
+  receive((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0);
+}
+
+void ConnectionCore::receive(bool read) {
+  if (read) read_socket();
   if (phase_ != Phase::kClosed) after_activity();
 }
 

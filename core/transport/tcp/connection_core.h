@@ -89,6 +89,9 @@ class ConnectionCore : public runtime::IoHandler,
   class Guard;  // holds mu_; announces pushed completions once it is released
 
   // mu_ held.
+  // What each receiving thread (event thread, poller, claim timer) does under mu_: read the
+  // socket when it may hold something, then act on what came (transmit, completions, close).
+  void receive(bool read);
   void read_socket();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
