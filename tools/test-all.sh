@@ -18,7 +18,7 @@
 #             rxe with rxe, rdma-core's tools, perftest and ours; a device and a node lost
 #   asan      unit tests built with AddressSanitizer + UBSan
 #   tsan      the unit tests that run threads, built with ThreadSanitizer
-#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 30)
+#   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 20)
 #   bench     a Release build of the benchmarks (build-bench), each run briefly: fails on a
 #             build error, a crash or a reported error, never on a missed target
 # Environment: BUILD_DIR (default build), JOBS (default nproc), FUZZ_SECONDS,
@@ -123,7 +123,7 @@ fuzz_tier() {
     -DRDMA_INTEROP_TESTS=OFF \
     -DRDMA_INTEROP_PYTHON=OFF -DRDMA_INTEROP_BENCH=OFF >/dev/null &&
     cmake --build build-fuzz -j "$jobs" --target fuzzers &&
-    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-30}"
+    bash tools/run-fuzzers.sh build-fuzz "${FUZZ_SECONDS:-20}"
 }
 
 bench_tier() {
