@@ -124,15 +124,6 @@ void EventLoop::unwatch(Token token) {
   watches_.erase(it);
 }
 
-void EventLoop::forget(Token token) {
-  std::shared_ptr<IoHandler> handler;  // released outside the lock, as above
-  std::lock_guard lock(mu_);
-  const auto it = watches_.find(token);
-  if (it == watches_.end()) return;
-  handler = std::move(it->second.handler);
-  watches_.erase(it);
-}
-
 EventLoop::TimerId EventLoop::add_timer(TimePoint when, Task task) {
   std::lock_guard lock(mu_);
   const TimerId id{when, next_timer_++};

@@ -75,10 +75,6 @@ class EventLoop {
   void hand_over(Token token, std::uint32_t events, std::shared_ptr<IoHandler> handler);
   // Removes the fd from epoll before its owner closes it.
   void unwatch(Token token);
-  // For an owner that closes the fd right after (and never dup()ed it): drops the
-  // registration only, no EPOLL_CTL_DEL, since closing the last descriptor of a file takes it
-  // out of every epoll set (epoll(7)); an event epoll_wait already returned is dropped here.
-  void forget(Token token);
   TimerId add_timer(TimePoint when, Task task);
   void cancel_timer(TimerId id);
 

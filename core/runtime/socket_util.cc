@@ -132,7 +132,7 @@ short wait_for(int fd, short events, std::chrono::steady_clock::time_point until
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(piece));
     if (n > 0) return p.revents;
-    if (n < 0 && errno != EINTR) return POLLERR;
+    if (n < 0 && errno != EINTR) return -1;
   }
 }
 

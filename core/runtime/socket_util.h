@@ -77,7 +77,8 @@ IoResult read_some(int fd, std::span<std::uint8_t> into);
 IoResult write_some(int fd, std::span<const iovec> parts);
 
 // poll(2) on one socket until `until` (a signal does not end the wait early): the revents
-// (POLLIN, POLLOUT, POLLERR, POLLHUP), 0 when `until` passed first.
+// (POLLIN, POLLOUT, POLLERR, POLLHUP), 0 when `until` passed first, -1 (errno set) when
+// poll itself failed.
 short wait_for(int fd, short events, std::chrono::steady_clock::time_point until);
 
 }  // namespace rdma_interop::runtime

@@ -77,7 +77,7 @@ ConnectionCore::ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, Connect
 
 ConnectionCore::~ConnectionCore() = default;
 
-void ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
+int ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
   Guard guard(*this);
   interest_ = EPOLLIN | (unsent_.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
   if (token) {
@@ -89,7 +89,7 @@ void ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
       settle(ConnectionState::kError,
              "cannot watch the socket: " + runtime::errno_text(watched.error()));
       close_socket(true);
-      return;
+      return watched.error();
     }
     token_ = *watched;
   }
@@ -97,6 +97,7 @@ void ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
   const std::vector<std::uint8_t> leftover = std::move(leftover_);
   feed(leftover);
   after_activity();
+  return 0;
 }
 
 // ---- Application side ------------------------------------------------------------------
@@ -480,13 +481,10 @@ void ConnectionCore::close_socket(bool abortive) {
     claim_timer_.reset();
   }
   if (watching_) {
-    // Closed right below unless a receiver still sleeps on it (then it must leave epoll:
-    // a half-closed socket is readable forever).
-    if (receivers_ > 0) {
-      loop_.unwatch(token_);
-    } else {
-      loop_.forget(token_);
-    }
+    // Always EPOLL_CTL_DEL, even for a socket closed right after: a close leaves the epoll
+    // set only when no other process holds the file, and a fork()ed child does until it
+    // execs or exits; a registration left behind would wake the event thread forever.
+    loop_.unwatch(token_);
     watching_ = false;
   }
   if (receivers_ > 0) {

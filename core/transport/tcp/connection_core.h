@@ -54,7 +54,8 @@ class ConnectionCore : public runtime::IoHandler,
 
   // Takes the socket over from setup (`token`: its watch, handed over without leaving
   // epoll) or watches it anew, and decodes the handover's leftover octets.
-  void start(std::optional<runtime::EventLoop::Token> token);
+  // 0, or the errno of a failed watch (the connection is then reset and in error).
+  int start(std::optional<runtime::EventLoop::Token> token);
 
   // Application side, any thread.
   const ConnectionInfo& info() const { return info_; }

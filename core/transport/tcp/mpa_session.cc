@@ -44,15 +44,8 @@ MpaSession::~MpaSession() {
   }
 }
 
-void MpaSession::start(std::optional<runtime::EventLoop::Token> handed_over) {
+void MpaSession::start() {
   interest_ = EPOLLIN;
-  if (handed_over) {
-    token_ = *handed_over;
-    loop_.hand_over(token_, interest_, shared_from_this());
-    watching_ = true;
-    drive();
-    return;
-  }
   const auto token = loop_.watch(fd_.get(), interest_, shared_from_this());
   if (!token) {
     runtime::close_abortive(fd_);
@@ -75,6 +68,15 @@ std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
     if (const auto deadline = hs_.next_deadline()) wake = std::min(wake, *deadline);
     const auto want = static_cast<short>(POLLIN | (unsent_.empty() ? 0 : POLLOUT));
     const short got = runtime::wait_for(fd_.get(), want, wake);
+    if (got < 0) {
+      const int err = errno;
+      stop_io();
+      runtime::close_abortive(fd_);
+      finish(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionReset,
+                                              "cannot wait on the socket: " +
+                                                  runtime::errno_text(err))});
+      break;
+    }
     if (got == 0) {
       const auto now = runtime::Clock::now();
       if (now >= until) {
@@ -147,6 +149,9 @@ void MpaSession::on_io(std::uint32_t events) {
     hs_.on_bytes(std::span(buffer).first(r.bytes), runtime::Clock::now());
     drive();
   }
+  // A write above may have found the peer gone (the handshake then finished without a read):
+  // its event is still to be handled.
+  if (!finished_) drive();
 }
 
 void MpaSession::drive() {
@@ -206,7 +211,12 @@ void MpaSession::establish() {
   auto core = std::make_shared<ConnectionCore>(loop_, std::move(fd_), std::move(info),
                                                std::move(handover), caps_.value_or(QpCaps{}),
                                                std::move(unsent_));
-  core->start(token);
+  if (const int err = core->start(token); err != 0) {
+    // The socket was reset: an error the application can act on, not a dead connection.
+    finish(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionReset,
+                                            "cannot watch the socket: " + runtime::errno_text(err))});
+    return;
+  }
   finish(SetupResult{std::move(core), std::nullopt});
 }
 

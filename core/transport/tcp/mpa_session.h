@@ -49,8 +49,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
              Hooks hooks);
   ~MpaSession() override;
 
-  // Watches the socket, or takes over the watch `handed_over`; the event thread drives it.
-  void start(std::optional<runtime::EventLoop::Token> handed_over = std::nullopt);
+  // Watches the socket; the event thread drives the session from then on.
+  void start();
   // Instead of start(): the calling thread drives the session, waiting in poll(2) on the
   // socket and keeping the handshake's deadlines itself, until the session ends (its result)
   // or `until` passes (nullopt; the socket is reset). An established connection goes to the

@@ -95,10 +95,9 @@ Expected<runtime::Fd, Attempt> tcp_connect(const sockaddr_in& peer, const Connec
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
     err = errno;
     if (err == EINPROGRESS) {
-      if (runtime::wait_for(fd.get(), POLLOUT, until) == 0) {
-        return unexpected(timed_out(peer, options));
-      }
-      err = runtime::socket_error(fd.get());
+      const short got = runtime::wait_for(fd.get(), POLLOUT, until);
+      if (got == 0) return unexpected(timed_out(peer, options));
+      err = got < 0 ? errno : runtime::socket_error(fd.get());
     }
   }
   if (err != 0) {
