@@ -2,11 +2,10 @@
 // application decides, the overflow Reject our initiator reports as backlog_full, the drop
 // policy, the decision timeout, a half-open flood, and the initiator's retries.
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <future>
@@ -18,6 +17,7 @@
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
 #include "core/transport/tcp/tcp_connector.h"
+#include "eventually.h"
 
 namespace rdma_interop::transport {
 namespace {
@@ -36,15 +36,7 @@ cm::MpaPolicy policy() {
   return p;
 }
 
-template <class Pred>
-bool eventually(Pred pred, Millis timeout = kWait) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using test_util::eventually;
 
 bool invariants_hold(const cm::BacklogCounters& c) {
   return c.requests == c.pending + c.overflow_waiting + c.accepted + c.rejected_by_app +

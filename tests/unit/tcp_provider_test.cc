@@ -27,6 +27,7 @@
 #include "core/transport/provider_uri.h"
 #include "core/wire/fpdu_decoder.h"
 #include "core/wire/fpdu_encoder.h"
+#include "eventually.h"
 
 namespace rdma_interop::transport {
 namespace {
@@ -120,15 +121,7 @@ std::vector<WorkCompletion> collect(Connection& c, std::size_t count, Millis tim
   return got;
 }
 
-template <class Pred>
-bool eventually(Pred pred, Millis timeout = kWait) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
-}
+using test_util::eventually;
 
 using ConnectResult = Expected<std::unique_ptr<Connection>, ConnectError>;
 
@@ -980,10 +973,9 @@ TEST_F(TcpProviderTest, AConnectionNobodyPollsAnyMoreStillPlacesWritesAndAnswers
       << responder_->error_detail();
 }
 
-// A poller asleep in poll(2) on the socket wakes for what other threads do: a Terminate
-// (its flushes) and a peer that closes.
-// A poller asleep on `c`'s socket, one receive posted: `event`, on this thread, wakes it
-// well within its 10 s with the receive flushed.
+// A poller asleep in poll(2) on `c`'s socket, one receive posted, wakes for what other threads
+// do (a Terminate, a peer that closes): `event`, run on this thread, wakes it well within its
+// 10 s with the receive flushed.
 void expect_flushed_wakeup(Connection& c, const std::function<void()>& event) {
   std::vector<std::uint8_t> r(64);
   post_receive(c, r, 71);

@@ -10,6 +10,7 @@
 
 #include "core/telemetry/publisher.h"
 #include "core/telemetry/run_dir.h"
+#include "eventually.h"
 #include "telemetry_test_util.h"
 
 namespace rdma_interop::telemetry {
@@ -35,15 +36,7 @@ ProcessSnapshot read(const fs::path& file) {
   return s ? *s : ProcessSnapshot{};
 }
 
-// Waits up to 2 s for `done`.
-template <class F>
-bool eventually(F done) {
-  for (int i = 0; i < 200; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
-}
+using test_util::eventually;
 
 TEST(TelemetryPublisher, NothingOnDiskBeforeTheFirstListener) {
   TempRunDir tmp;

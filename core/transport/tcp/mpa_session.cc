@@ -48,10 +48,8 @@ void MpaSession::start() {
   interest_ = EPOLLIN;
   const auto token = loop_.watch(fd_.get(), interest_, shared_from_this());
   if (!token) {
-    runtime::close_abortive(fd_);
-    finish(SetupResult{
-        nullptr, setup_error(cm::CmFailure::kConnectionReset,
-                             "cannot watch the socket: " + runtime::errno_text(token.error()))});
+    reset(cm::CmFailure::kConnectionReset,
+          "cannot watch the socket: " + runtime::errno_text(token.error()));
     return;
   }
   token_ = *token;
@@ -69,12 +67,8 @@ std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
     const auto want = static_cast<short>(POLLIN | (unsent_.empty() ? 0 : POLLOUT));
     const short got = runtime::wait_for(fd_.get(), want, wake);
     if (got < 0) {
-      const int err = errno;
-      stop_io();
-      runtime::close_abortive(fd_);
-      finish(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionReset,
-                                              "cannot wait on the socket: " +
-                                                  runtime::errno_text(err))});
+      reset(cm::CmFailure::kConnectionReset,
+            "cannot wait on the socket: " + runtime::errno_text(errno));
       break;
     }
     if (got == 0) {
@@ -137,13 +131,9 @@ void MpaSession::on_io(std::uint32_t events) {
     }
     octets_in_ += r.bytes;
     if (octets_in_ > kMaxSetupOctets) {
-      stop_io();
-      runtime::close_abortive(fd_);
-      finish(SetupResult{nullptr,
-                         setup_error(cm::CmFailure::kUnexpectedFrame,
-                                     "the peer sent more than " +
-                                         std::to_string(kMaxSetupOctets) +
-                                         " octets before MPA setup completed")});
+      reset(cm::CmFailure::kUnexpectedFrame, "the peer sent more than " +
+                                                 std::to_string(kMaxSetupOctets) +
+                                                 " octets before MPA setup completed");
       return;
     }
     hs_.on_bytes(std::span(buffer).first(r.bytes), runtime::Clock::now());
@@ -235,6 +225,12 @@ void MpaSession::fail(cm::CmEvent event) {
     runtime::close_graceful(fd_);
   }
   finish(SetupResult{nullptr, std::move(e)});
+}
+
+void MpaSession::reset(cm::CmFailure failure, std::string why) {
+  stop_io();
+  runtime::close_abortive(fd_);
+  finish(SetupResult{nullptr, setup_error(failure, std::move(why))});
 }
 
 void MpaSession::finish(SetupResult result) {

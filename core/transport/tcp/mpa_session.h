@@ -78,6 +78,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   void handle(cm::CmEvent event);
   void establish();
   void fail(cm::CmEvent event);
+  // Ends setup at once: the socket is closed with a reset and the result is this error.
+  void reset(cm::CmFailure failure, std::string why);
   void finish(SetupResult result);
   void write_output();
   void rearm_timer();
