@@ -88,13 +88,27 @@ void EventLoop::run(const Task& task) {
 
 Expected<EventLoop::Token, int> EventLoop::watch(int fd, std::uint32_t events,
                                                  std::shared_ptr<IoHandler> handler) {
-  std::lock_guard lock(mu_);
-  const Token token = next_token_++;
+  // epoll_ctl runs outside the lock (the event thread takes it several times a turn). The
+  // token is known before the fd is in epoll, so no event finds it missing.
+  Token token = 0;
+  {
+    std::lock_guard lock(mu_);
+    token = next_token_++;
+    watches_.emplace(token, Watch{fd, std::move(handler)});
+  }
   epoll_event ev{};
   ev.events = events;
   ev.data.u64 = token;
-  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return unexpected(errno);
-  watches_.emplace(token, Watch{fd, std::move(handler)});
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    const int err = errno;
+    std::shared_ptr<IoHandler> dropped;  // released outside the lock
+    std::lock_guard lock(mu_);
+    if (const auto it = watches_.find(token); it != watches_.end()) {
+      dropped = std::move(it->second.handler);
+      watches_.erase(it);
+    }
+    return unexpected(err);
+  }
   return token;
 }
 
@@ -116,12 +130,18 @@ void EventLoop::hand_over(Token token, std::uint32_t events, std::shared_ptr<IoH
 
 void EventLoop::unwatch(Token token) {
   std::shared_ptr<IoHandler> handler;  // released outside the lock, as above
-  std::lock_guard lock(mu_);
-  const auto it = watches_.find(token);
-  if (it == watches_.end()) return;
-  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, it->second.fd, nullptr);
-  handler = std::move(it->second.handler);
-  watches_.erase(it);
+  int fd = -1;
+  {
+    std::lock_guard lock(mu_);
+    const auto it = watches_.find(token);
+    if (it == watches_.end()) return;
+    fd = it->second.fd;
+    handler = std::move(it->second.handler);
+    watches_.erase(it);
+  }
+  // Outside the lock: the owner closes the fd only after this returns, and an event epoll
+  // still reports for the token finds it gone.
+  ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
 }
 
 EventLoop::TimerId EventLoop::add_timer(TimePoint when, Task task) {

@@ -123,6 +123,49 @@ TEST_F(TcpBacklogTest, ApplicationRejectIsStillPeerRejected) {
   EXPECT_TRUE(eventually([&] { return listener_->counters().rejected_by_app == 1; }));
 }
 
+// The decision runs on the deciding thread (accept() and reject() take the session over from
+// the event thread): the two ways a Request ends without the application's answer reaching
+// the peer must still be counted once and reported.
+TEST_F(TcpBacklogTest, DestroyingAnUndecidedRequestRejectsIt) {
+  listen(ListenOptions(1));
+  auto pending = connect_async();
+  auto request = listener_->next_request(kWait);
+  ASSERT_NE(request, nullptr);
+  request.reset();
+  auto r = pending.get();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(*r.error().failure, cm::CmFailure::kPeerRejected) << to_string(r.error());
+  const auto c = listener_->counters();
+  EXPECT_EQ(c.rejected_by_app, 1u);
+  EXPECT_EQ(c.pending, 0u);
+  EXPECT_TRUE(invariants_hold(c));
+}
+
+TEST_F(TcpBacklogTest, APeerLeavingDuringTheDecisionIsCountedAndAcceptSaysSo) {
+  listen(ListenOptions(1));
+  ConnectOptions impatient;
+  impatient.policy = policy();
+  impatient.policy.reply_timeout = 200ms;  // gives up and resets the connection
+  auto pending = connect_async(impatient);
+  auto request = listener_->next_request(kWait);
+  ASSERT_NE(request, nullptr);
+  auto r = pending.get();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(*r.error().failure, cm::CmFailure::kReplyTimeout) << to_string(r.error());
+  // The event thread still watches a Request the application holds: the reset frees the slot.
+  EXPECT_TRUE(eventually([&] { return listener_->counters().pending_aborted == 1; }));
+  auto late = request->accept({}, {});
+  ASSERT_FALSE(late.has_value());
+  ASSERT_TRUE(late.error().failure);
+  EXPECT_TRUE(*late.error().failure == cm::CmFailure::kConnectionReset ||
+              *late.error().failure == cm::CmFailure::kConnectionClosed)
+      << to_string(late.error());
+  const auto c = listener_->counters();
+  EXPECT_EQ(c.accepted, 0u);
+  EXPECT_EQ(c.pending, 0u);
+  EXPECT_TRUE(invariants_hold(c));
+}
+
 TEST_F(TcpBacklogTest, RetriesGetThroughOnceTheSlotFrees) {
   listen(ListenOptions(1));
   auto first = connect_async();

@@ -45,6 +45,7 @@ MpaSession::~MpaSession() {
 }
 
 void MpaSession::start() {
+  std::lock_guard lock(mu_);
   interest_ = EPOLLIN;
   const auto token = loop_.watch(fd_.get(), interest_, shared_from_this());
   if (!token) {
@@ -59,6 +60,7 @@ void MpaSession::start() {
 
 std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
   const auto self = shared_from_this();
+  std::lock_guard lock(mu_);
   on_caller_ = true;
   drive();
   while (!finished_) {
@@ -86,12 +88,21 @@ std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
     if ((got & POLLOUT) != 0) events |= EPOLLOUT;
     if ((got & POLLERR) != 0) events |= EPOLLERR;
     if ((got & POLLHUP) != 0) events |= EPOLLHUP;
-    on_io(events);
+    handle_io(events);
   }
   return outcome_.take();
 }
 
+bool MpaSession::take_over() {
+  std::lock_guard lock(mu_);
+  if (finished_) return false;
+  stop_io();
+  on_caller_ = true;
+  return true;
+}
+
 void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
+  std::lock_guard lock(mu_);
   if (finished_) return;
   caps_ = std::move(caps);
   hs_.accept(std::move(private_data), runtime::Clock::now());
@@ -99,6 +110,7 @@ void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
 }
 
 void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why) {
+  std::lock_guard lock(mu_);
   if (finished_) return;
   reject_reason_ = std::move(why);
   hs_.reject(std::move(private_data), runtime::Clock::now());
@@ -106,6 +118,7 @@ void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why)
 }
 
 void MpaSession::abort(const std::string& why) {
+  std::lock_guard lock(mu_);
   if (finished_) return;
   stop_io();
   runtime::close_abortive(fd_);
@@ -115,6 +128,23 @@ void MpaSession::abort(const std::string& why) {
 
 void MpaSession::on_io(std::uint32_t events) {
   const auto self = shared_from_this();  // a hook may drop the owner's reference
+  {
+    std::lock_guard lock(mu_);
+    if (on_caller_) return;  // delivered after take_over(): the new owner reads the socket
+    handle_io(events);
+    if (!request_due_ || finished_) return;
+    request_due_ = false;
+  }
+  // Announced with the lock released: the application thread that takes the Request over
+  // must not wake only to wait for this thread to let go of the session.
+  if (hooks_.on_request) {
+    hooks_.on_request(self);
+  } else {
+    reject({});
+  }
+}
+
+void MpaSession::handle_io(std::uint32_t events) {
   if ((events & EPOLLOUT) != 0) write_output();
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
     drive();
@@ -159,11 +189,7 @@ void MpaSession::handle(cm::CmEvent event) {
   switch (event.type) {
     case cm::CmEventType::kConnectRequest:
       request_ = event.peer_frame;
-      if (hooks_.on_request) {
-        hooks_.on_request(shared_from_this());
-      } else {
-        reject({});
-      }
+      request_due_ = true;  // on_io announces it once the lock is released
       break;
     case cm::CmEventType::kEstablished:
       establish();
@@ -266,7 +292,11 @@ void MpaSession::rearm_timer() {
     timer_.reset();
   }
   if (!deadline || timer_) return;
-  timer_ = loop_.add_timer(*deadline, [self = shared_from_this()] {
+  timer_ = loop_.add_timer(*deadline, [self = shared_from_this(), when = *deadline] {
+    std::lock_guard lock(self->mu_);
+    // Cancelled from another thread as it fired (re-armed, or taken over): not this timer's
+    // turn. One deadline has one timer, so the deadline names it.
+    if (!self->timer_ || self->timer_->first != when) return;
     self->timer_.reset();
     if (self->finished_) return;
     self->hs_.on_timer(runtime::Clock::now());

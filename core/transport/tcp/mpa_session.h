@@ -4,9 +4,12 @@
 // writes what it produces, and honours its close requests (abortive = RST). It ends in
 // exactly one SetupResult: an established ConnectionCore (the socket and the handshake's
 // handover move into it), a ConnectError, or, for an initiator, "retry in revision 1".
-// A session runs on one thread at a time and has no lock: on the event thread once
-// start()ed (a responder's), or on the thread that calls run() (an initiator's, which never
-// touches the event loop until its connection is established).
+// A session runs on one thread at a time. An initiator's runs on the thread that calls
+// run() and never touches the event loop until its connection is established. A responder's
+// runs on the event thread from start() until the application decides on its Request; then
+// the deciding thread take_over()s and drives it to its end (the Reply, the wait for the
+// RTR, the establishment), so accept() costs no thread crossing. `mu_` makes that hand-over
+// safe: every entry holds it, and an event the loop delivers after the hand-over is ignored.
 #pragma once
 
 #include <netinet/in.h>
@@ -14,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +60,11 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   // or `until` passes (nullopt; the socket is reset). An established connection goes to the
   // event loop then, one epoll_ctl ADD: setup costs no thread crossing.
   std::optional<SetupResult> run(runtime::Clock::time_point until);
+  // Any thread, for a started responder nobody else will act on any more (its listener
+  // forgot it): stops the event loop driving it, so that the calling thread can accept()
+  // or reject() and then run(). False when the session already ended: its outcome waits in
+  // outcome().
+  bool take_over();
   void accept(std::vector<std::uint8_t> private_data, QpCaps caps);
   // `why`, when given, replaces the handshake's "the application rejected..." as the
   // detail of the outcome (a listener rejecting on its own: overflow, decision timeout).
@@ -74,6 +83,7 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   void on_io(std::uint32_t events) override;
 
  private:
+  void handle_io(std::uint32_t events);  // on_io's work, for whichever thread drives
   void drive();
   void handle(cm::CmEvent event);
   void establish();
@@ -89,7 +99,10 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   runtime::Fd fd_;
   runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
-  bool on_caller_ = false;  // run(): no loop timers, the caller waits
+  // Held by every entry, recursively: the event thread re-enters through the hooks (a
+  // listener rejecting the session whose Request it is handling).
+  std::recursive_mutex mu_;
+  bool on_caller_ = false;  // run() or take_over(): no loop timers, the caller waits
   std::uint32_t interest_ = 0;
   cm::MpaHandshake hs_;
   std::optional<QpCaps> caps_;
@@ -98,6 +111,7 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   std::string peer_address_;
   runtime::Clock::time_point started_ = runtime::Clock::now();
   std::optional<wire::MpaFrame> request_;
+  bool request_due_ = false;  // a Request arrived and on_request has not been called yet
   std::vector<std::uint8_t> unsent_;  // handshake octets the socket did not take yet
   std::size_t octets_in_ = 0;         // bounded: setup frames are small
   std::optional<runtime::EventLoop::TimerId> timer_;

@@ -164,14 +164,34 @@ void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
 bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
   std::vector<Deferred> work;
   bool held = false;
+  bool reschedule = false;
   {
     std::lock_guard lock(mu_);
+    const std::uint32_t waiting_before = backlog_.counters().overflow_waiting;
     std::vector<cm::BacklogAction> actions;
     held = accept ? backlog_.on_accepted(id, actions) : backlog_.on_rejected(id, actions);
+    // A Request leaving its slot moves the deadlines and the drop policy's pause only when
+    // it lets a waiting one in; otherwise the timer at worst fires early and re-arms.
+    reschedule = !actions.empty() || backlog_.counters().overflow_waiting != waiting_before;
     work = settle_locked(actions);
+    if (held) {
+      // The application's now: the session is no longer the listener's to close or count.
+      if (const auto it = sessions_.find(id); it != sessions_.end()) {
+        ids_.erase(it->second.session.get());
+        sessions_.erase(it);
+      }
+    }
   }
   run_deferred(work);
-  after_engine();
+  if (reschedule) {
+    if (loop_.in_loop_thread()) {
+      after_engine();
+    } else {
+      loop_.post([weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->after_engine();
+      });
+    }
+  }
   return held;
 }
 
@@ -375,35 +395,41 @@ std::unique_ptr<PendingConnection> TcpListener::next_request(Millis timeout) {
 }
 
 TcpPendingConnection::~TcpPendingConnection() {
-  std::lock_guard lock(mu_);
-  if (decided_) return;
   // An undecided Request gets a polite answer rather than a silent close.
-  loop_->post([core = core_, id = id_, session = session_] {
-    if (auto c = core.lock(); c && !c->decide(id, false)) return;
-    session->reject({});
-  });
+  reject({});
+}
+
+bool TcpPendingConnection::claim() {
+  std::lock_guard lock(mu_);
+  if (decided_) return false;
+  decided_ = true;
+  return true;
+}
+
+bool TcpPendingConnection::decide(bool accept) {
+  // Too late (expired, or the peer left): the session already has its outcome. A listener
+  // already gone leaves the Request to the application.
+  if (auto core = core_.lock(); core && !core->decide(id_, accept)) return false;
+  return session_->take_over();
 }
 
 Expected<std::unique_ptr<Connection>, ConnectError> TcpPendingConnection::accept(
     std::vector<std::uint8_t> private_data, const QpCaps& caps) {
-  {
-    std::lock_guard lock(mu_);
-    if (decided_) {
-      ConnectError e;
-      e.kind = ConnectError::Kind::kInvalidArgument;
-      e.detail = "this connection request was already accepted or rejected";
-      return unexpected(std::move(e));
-    }
-    decided_ = true;
+  if (!claim()) {
+    ConnectError e;
+    e.kind = ConnectError::Kind::kInvalidArgument;
+    e.detail = "this connection request was already accepted or rejected";
+    return unexpected(std::move(e));
   }
-  loop_->post(
-      [core = core_, id = id_, session = session_, pd = std::move(private_data), caps]() mutable {
-        // Too late (expired, or the peer left): the session already has its outcome.
-        if (auto c = core.lock(); c && !c->decide(id, true)) return;
-        session->accept(std::move(pd), std::move(caps));
-      });
-  // MPA setup bounds the wait: the RTR timeout in peer-to-peer mode, none otherwise.
-  SetupResult result = session_->outcome().take();
+  SetupResult result;
+  if (decide(true)) {
+    // The Reply, the wait for the RTR (bounded by the RTR timeout in peer-to-peer mode) and
+    // the establishment all happen here, on the caller's thread.
+    session_->accept(std::move(private_data), caps);
+    result = std::move(*session_->run(runtime::Clock::time_point::max()));
+  } else {
+    result = session_->outcome().take();
+  }
   if (result.connection) {
     return std::unique_ptr<Connection>(
         std::make_unique<TcpConnection>(loop_, std::move(result.connection)));
@@ -412,15 +438,9 @@ Expected<std::unique_ptr<Connection>, ConnectError> TcpPendingConnection::accept
 }
 
 void TcpPendingConnection::reject(std::vector<std::uint8_t> private_data) {
-  {
-    std::lock_guard lock(mu_);
-    if (decided_) return;
-    decided_ = true;
-  }
-  loop_->post([core = core_, id = id_, session = session_, pd = std::move(private_data)]() mutable {
-    if (auto c = core.lock(); c && !c->decide(id, false)) return;
-    session->reject(std::move(pd));
-  });
+  if (!claim() || !decide(false)) return;
+  session_->reject(std::move(private_data));
+  (void)session_->run(runtime::Clock::time_point::max());  // the Reject Reply, then the close
 }
 
 }  // namespace rdma_interop::transport::tcp

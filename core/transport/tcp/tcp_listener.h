@@ -51,9 +51,10 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
   void close();
   const std::string& local_address() const { return local_address_; }
 
-  // Event thread: the application decided on a handed-out Request. False when the Request
-  // no longer holds a slot (it expired, or its peer went away): the decision is void and
-  // the session already has its outcome.
+  // Any thread: the application decided on a handed-out Request. True: the listener lets
+  // go of the session (the caller take_over()s it). False when the Request no longer holds
+  // a slot (it expired, or its peer went away): the decision is void and the session has
+  // its outcome, or will have it from the event thread.
   bool decide(cm::BacklogConnId id, bool accept);
 
   void on_io(std::uint32_t events) override;
@@ -129,8 +130,10 @@ class TcpListener final : public Listener {
 };
 
 // A Request handed to the application. Destroying it undecided rejects it. Its decision
-// frees the backlog slot; after the decision timeout accept() fails (local_rejected, the
-// detail says the decision came too late).
+// frees the backlog slot and runs on the deciding thread: accept() sends the Reply, waits
+// for the RTR and establishes; reject() sends the Reject Reply and closes. After the
+// decision timeout accept() fails (local_rejected, the detail says the decision came too
+// late).
 class TcpPendingConnection final : public PendingConnection {
  public:
   TcpPendingConnection(std::shared_ptr<runtime::EventLoop> loop, std::weak_ptr<ListenerCore> core,
@@ -148,6 +151,11 @@ class TcpPendingConnection final : public PendingConnection {
   void reject(std::vector<std::uint8_t> private_data) override;
 
  private:
+  bool claim();  // the first decision wins; false for any later one
+  // The listener's part of the decision, then the session to this thread: false when the
+  // decision came too late and the session's outcome is already decided.
+  bool decide(bool accept);
+
   std::shared_ptr<runtime::EventLoop> loop_;
   std::weak_ptr<ListenerCore> core_;
   std::shared_ptr<MpaSession> session_;
