@@ -14,15 +14,18 @@
 //   caller's thread (tcp: encodes and sends; verbs: ibv_post_send). In the tcp provider,
 //   poll_completions on a connection's own queue receives on the caller's thread (reads,
 //   decodes, places) and then sleeps in the kernel on the socket; connect runs the TCP
-//   connect and the whole MPA setup on the caller's thread, handing the established socket
-//   to the event loop. The runtime's event thread (core/runtime/event_loop.h) does only
-//   what no caller is waiting to do: listeners and the responder's setup, timers, a
+//   connect and the whole MPA setup on the caller's thread, and accept (or reject) sends
+//   the answer, waits for the RTR and establishes on the caller's thread, each handing the
+//   established socket to the event loop. The runtime's event thread
+//   (core/runtime/event_loop.h) does only what no caller is waiting to do: listeners and
+//   the responder's setup until the application decides on the Request, timers, a
 //   transmit the socket could not take at once, connections nobody polls, shared
 //   completion queues, and (verbs, for now) the device's completion channel.
 // - Registered memory must stay valid until deregistered or the connection is destroyed:
 //   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
 //   Once destroy (the Connection's destructor) returns, no thread touches it.
-// - Locks, outermost first: a listener's lock, a connection's lock (it guards the protocol
+// - Locks, outermost first: an MPA session's (tcp: a connection in setup), a listener's, a
+//   connection's lock (it guards the protocol
 //   engines and the socket), then the event loop's and the completion queue's (leaves: no
 //   call out while held). No waiter is woken while a connection's lock is held: completions
 //   are announced once it is released. No provider lock is held across a callback into the
