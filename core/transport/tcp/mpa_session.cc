@@ -60,14 +60,19 @@ void MpaSession::start() {
 
 std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
   const auto self = shared_from_this();
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   on_caller_ = true;
   drive();
   while (!finished_) {
     auto wake = until;
     if (const auto deadline = hs_.next_deadline()) wake = std::min(wake, *deadline);
     const auto want = static_cast<short>(POLLIN | (unsent_.empty() ? 0 : POLLOUT));
+    // Not held while asleep: an event or timer the loop took before take_over() waits for
+    // the lock only to find it is no longer the session's driver, and must not wait out
+    // the peer's RTR (the event thread serves every other connection).
+    lock.unlock();
     const short got = runtime::wait_for(fd_.get(), want, wake);
+    lock.lock();
     if (got < 0) {
       reset(cm::CmFailure::kConnectionReset,
             "cannot wait on the socket: " + runtime::errno_text(errno));
@@ -151,7 +156,9 @@ void MpaSession::handle_io(std::uint32_t events) {
     return;
   }
   std::array<std::uint8_t, 16384> buffer;
-  while (!finished_ && !hs_.finished()) {
+  // Once a Request is complete the peer waits for our answer: no read that can only say
+  // EAGAIN. Anything it sends regardless is read by whoever drives the session next.
+  while (!finished_ && !hs_.finished() && !request_due_) {
     const runtime::IoResult r = runtime::read_some(fd_.get(), buffer);
     if (r.would_block) break;
     if (r.eof || r.error != 0) {
