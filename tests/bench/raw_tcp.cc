@@ -148,6 +148,51 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
   return Measured{rate, per_op(before, meter.sample(), n)};
 }
 
+Expected<Measured, std::string> tcp_mpa_shaped_connects_per_second(const CostMeter& meter,
+                                                                   int n) {
+  constexpr std::size_t kFrame = 20;  // an MPA frame without private data; an RTR is as long
+  const auto before = meter.sample();
+  std::uint16_t port = 0;
+  auto lfd = listen_loopback(port);
+  if (!lfd) return unexpected(lfd.error());
+  Fd listener(*lfd);
+  std::atomic<int> accept_failures{0};
+  const auto t0 = Clock::now();
+  std::thread acceptor([&] {
+    const int one = 1;
+    for (int i = 0; i < n; ++i) {
+      const Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      char frame[kFrame] = {};
+      if (!c || ::setsockopt(c.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+          !read_all(c.get(), frame, kFrame) || !write_all(c.get(), frame, kFrame) ||
+          !read_all(c.get(), frame, kFrame)) {
+        ++accept_failures;
+      }
+    }
+  });
+  std::string error;
+  for (int i = 0; i < n && error.empty(); ++i) {
+    auto fd = connect_loopback(port, true);
+    if (!fd) {
+      error = fd.error();
+      break;
+    }
+    const Fd c(*fd);
+    char frame[kFrame] = {};
+    if (!write_all(c.get(), frame, kFrame) || !read_all(c.get(), frame, kFrame) ||
+        !write_all(c.get(), frame, kFrame)) {
+      error = failed("the MPA-shaped exchange");
+    }
+  }
+  if (!error.empty()) ::shutdown(listener.get(), SHUT_RDWR);  // unblocks the acceptor
+  acceptor.join();
+  const double rate = n / seconds_since(t0);
+  listener.reset();
+  if (!error.empty()) return unexpected("raw TCP connect: " + error);
+  if (accept_failures > 0) return unexpected(std::string("raw TCP MPA-shaped exchange failed"));
+  return Measured{rate, per_op(before, meter.sample(), n)};
+}
+
 Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double seconds,
                                                 std::size_t write_size) {
   auto pair = loopback_pair(false);

@@ -25,6 +25,12 @@ struct Measured {
 // Costs per connection set up and torn down, the listener's own amortised over `n`.
 Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, int n);
 
+// Connections/s for MPA's conversation over plain TCP, each connect waiting for it as ours
+// does: connect, a 20-octet "Request", a 20-octet "Reply" back, a 20-octet "RTR", close
+// (TCP_NODELAY both ends). What setup would cost if MPA's three messages cost nothing but
+// their round trips: the protocol's share of the gap to tcp_connects_per_second.
+Expected<Measured, std::string> tcp_mpa_shaped_connects_per_second(const CostMeter& meter, int n);
+
 // Gbit/s of one stream for `seconds`, written in `write_size` pieces and read in pieces as
 // large (iperf3 writes 128 KiB; larger writes cost fewer syscalls per octet). Socket buffers
 // are the kernel's autotuned defaults, as iperf3 leaves them. Costs per 64 KiB carried.
