@@ -432,6 +432,25 @@ TEST_F(TcpProviderTest, MarkersAndCrcWithAReadRtr) {
   send_and_verify(*responder_, *initiator_, 3000, 13);
 }
 
+// A small MULPDU (a peer's, or ours) cuts every message into hundreds of FPDUs, which the
+// provider writes in batches (one sendmsg for up to 16): with markers every batch crosses
+// marker positions at a different offset, and a Read Response queued behind a Send shares
+// batches with it.
+TEST_F(TcpProviderTest, HundredsOfSmallFpdusWithMarkersArriveWhole) {
+  MpaPolicy init = initiator_policy();
+  init.markers_wanted = true;
+  init.markers_supported = true;
+  MpaPolicy resp = responder_policy();
+  resp.markers_wanted = true;
+  resp.markers_supported = true;
+  QpCaps caps;
+  caps.max_ulpdu = 200;
+  connect_pair(init, resp, caps);
+  write_and_read_64k(17);
+  send_and_verify(*initiator_, *responder_, 40000, 18);
+  send_and_verify(*responder_, *initiator_, 9999, 19);
+}
+
 TEST_F(TcpProviderTest, ReceivesPostedBeforeConnectCatchTheFirstSend) {
   std::vector<std::uint8_t> early(4096, 0);
   QpCaps caps;

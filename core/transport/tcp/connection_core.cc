@@ -16,6 +16,10 @@ namespace {
 constexpr std::size_t kRxBufferSize = 256 * 1024;
 constexpr int kReadsPerWakeup = 4;            // then let other connections run
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
+// A batch of FPDUs for one sendmsg closes once it holds this much: a large FPDU leaves as
+// soon as it is framed. (Batching up to 64 KiB, so that a 64 KiB Write's two FPDUs left
+// together, measured 9-18 Gbit/s against 25 on loopback.)
+constexpr std::size_t kBatchOctets = 16 * 1024;
 // After a Terminate (RFC 5040 s5.3: the stream is closed after it), how long the peer has
 // to close its side before we reset the connection.
 constexpr auto kTerminateLinger = std::chrono::seconds(2);
@@ -361,22 +365,35 @@ void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
 void ConnectionCore::transmit() {
   if (phase_ != Phase::kOpen || !write_unsent() || released_) return;
   while (phase_ == Phase::kOpen) {
-    const auto ulpdu = endpoint_.next_outgoing();
-    if (!ulpdu) return;
-    const std::array<std::span<const std::uint8_t>, 2> parts{ulpdu->header_octets(),
-                                                             ulpdu->payload};
-    const auto encoded = encoder_.encode(parts, frame_);
-    if (!encoded) {
-      // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
-      settle(ConnectionState::kError, "internal error: a ULPDU of " +
-                                          std::to_string(parts[0].size() + parts[1].size()) +
-                                          " octets exceeds the MULPDU; connection reset");
-      close_socket(true);
-      return;
+    // The FPDUs ready now go out in one sendmsg: a message a small MULPDU cuts into many,
+    // Read Responses behind Sends, what queued while the socket was full (kBatchOctets).
+    std::size_t count = 0;
+    std::size_t octets = 0;
+    while (count < frames_.size() && octets < kBatchOctets) {
+      auto next = endpoint_.next_outgoing();
+      if (!next) break;
+      // Kept with its frame: a frame may point into its ULPDU's header.
+      const rdmap::OutgoingUlpdu& ulpdu = ulpdus_[count] = *next;
+      const std::array<std::span<const std::uint8_t>, 2> parts{ulpdu.header_octets(),
+                                                               ulpdu.payload};
+      const auto encoded = encoder_.encode(parts, frames_[count]);
+      if (!encoded) {
+        // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
+        settle(ConnectionState::kError, "internal error: a ULPDU of " +
+                                            std::to_string(parts[0].size() + parts[1].size()) +
+                                            " octets exceeds the MULPDU; connection reset");
+        close_socket(true);
+        return;
+      }
+      octets += *encoded;
+      ++count;
     }
-    // The frame may point into `ulpdu` and registered memory: it is written or copied to
-    // `unsent_` before the next call into the endpoint.
-    if (!write_frame()) return;
+    if (count == 0) return;
+    // The frames point into registered memory and the endpoint's Terminate: they are
+    // written or copied to `unsent_` before any completion is announced.
+    if (!write_frames(count)) return;
+    const bool batch_full = count == frames_.size() || octets >= kBatchOctets;
+    if (!batch_full) return;  // the endpoint had nothing more
   }
 }
 
@@ -396,11 +413,13 @@ bool ConnectionCore::write_unsent() {
   return true;
 }
 
-bool ConnectionCore::write_frame() {
+bool ConnectionCore::write_frames(std::size_t count) {
   iov_.clear();
-  for (const auto slice : frame_.slices()) {
-    if (slice.empty()) continue;
-    iov_.push_back(iovec{const_cast<std::uint8_t*>(slice.data()), slice.size()});
+  for (std::size_t i = 0; i < count; ++i) {
+    for (const auto slice : frames_[i].slices()) {
+      if (slice.empty()) continue;
+      iov_.push_back(iovec{const_cast<std::uint8_t*>(slice.data()), slice.size()});
+    }
   }
   std::size_t next = 0;
   while (next < iov_.size()) {
@@ -426,7 +445,7 @@ bool ConnectionCore::write_frame() {
     if (r.would_block) break;
   }
   if (next == iov_.size()) return true;
-  // The socket is full: keep the rest of this one FPDU, and pull no more until it is out.
+  // The socket is full: keep the rest of these FPDUs, and pull no more until they are out.
   for (; next < iov_.size(); ++next) {
     const auto* p = static_cast<const std::uint8_t*>(iov_[next].iov_base);
     unsent_.insert(unsent_.end(), p, p + iov_[next].iov_len);

@@ -25,6 +25,7 @@
 // announced (CompletionQueue::notify) once it is released.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -97,7 +98,7 @@ class ConnectionCore : public runtime::IoHandler,
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
   bool write_unsent();
-  bool write_frame();
+  bool write_frames(std::size_t count);  // frames_[0, count): false if the socket is full
   void after_activity();
   void on_peer_closed(bool reset, int err);
   void close_socket(bool abortive);
@@ -140,7 +141,9 @@ class ConnectionCore : public runtime::IoHandler,
   std::optional<runtime::EventLoop::TimerId> close_timer_;
   wire::FpduEncoder encoder_;
   wire::FpduDecoder decoder_;
-  wire::FpduFrame frame_;
+  // FPDUs framed and not yet written: ready ones leave together in one sendmsg.
+  std::array<rdmap::OutgoingUlpdu, 16> ulpdus_;
+  std::array<wire::FpduFrame, 16> frames_;
   bool stream_failed_ = false;
   std::vector<std::uint8_t> leftover_;
   std::vector<std::uint8_t> unsent_;
