@@ -62,7 +62,10 @@ std::string_view post_error_name(PostError e);
 
 // One ULPDU to send: `header_octets()` (DDP/RDMAP header, plus a Read Request body) then
 // `payload` (registered memory, not copied; for a Terminate, its body, which can exceed
-// 64 octets when it echoes a Read Request). Valid until the next call into the endpoint.
+// 64 octets when it echoes a Read Request). The header is the caller's copy; the payload
+// stays valid until its work request's completion is polled (registered memory), or for
+// the endpoint's lifetime (a Terminate's body), so several ULPDUs can be framed before one
+// write.
 struct OutgoingUlpdu {
   std::array<std::uint8_t, 64> header{};
   std::size_t header_length = 0;

@@ -8,8 +8,12 @@
 namespace rdma_interop::wire {
 namespace {
 
-// An FPDU of at most 64 KiB on the wire meets at most 129 marker positions.
-constexpr std::size_t kMaxMarkersPerFpdu = 160;
+// The marker positions an FPDU carrying `ulpdu_length` octets can meet. Its wire length W is
+// at most 2 + ULPDU + 3 pad + 4 CRC + 4 per marker, and it meets at most W / 512 + 1
+// markers; solved for W, (13 + ULPDU) / 508 + 1 markers, plus one for rounding.
+constexpr std::size_t max_markers(std::size_t ulpdu_length) {
+  return (13 + ulpdu_length) / (kMarkerInterval - kMarkerLen) + 2;
+}
 
 std::uint16_t effective_max_ulpdu(const FpduOptions& o) {
   return o.markers ? std::min(o.max_ulpdu, kMaxUlpduWithMarkers) : o.max_ulpdu;
@@ -17,11 +21,7 @@ std::uint16_t effective_max_ulpdu(const FpduOptions& o) {
 
 }  // namespace
 
-FpduFrame::FpduFrame() {
-  // Reserved once so that spans into markers_ stay valid while a frame is built.
-  markers_.reserve(kMaxMarkersPerFpdu);
-  slices_.reserve(2 * kMaxMarkersPerFpdu + 8);
-}
+FpduFrame::FpduFrame() = default;
 
 void FpduFrame::clear() {
   markers_.clear();
@@ -78,6 +78,10 @@ Expected<std::size_t, WireError> FpduEncoder::encode(
   }
 
   out.clear();
+  // Slices point into markers_: it must not reallocate while the frame is built. Reserved
+  // for this FPDU's size (a frame keeps its capacity), so a frame that only ever carries
+  // small FPDUs stays small.
+  if (options_.markers) out.markers_.reserve(max_markers(ulpdu_length));
   fpdu_start_ = stream_position_;
   const bool leading_marker = options_.markers && fpdu_start_ % kMarkerInterval == 0;
   length_field_position_ = fpdu_start_ + (leading_marker ? kMarkerLen : 0);

@@ -379,6 +379,8 @@ void ConnectionCore::transmit() {
       const auto encoded = encoder_.encode(parts, frames_[count]);
       if (!encoded) {
         // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
+        // (Sends whose last segment is in this unwritten batch have completed already: the
+        // reset is what tells the application that nothing can be trusted.)
         settle(ConnectionState::kError, "internal error: a ULPDU of " +
                                             std::to_string(parts[0].size() + parts[1].size()) +
                                             " octets exceeds the MULPDU; connection reset");

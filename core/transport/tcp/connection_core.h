@@ -4,10 +4,11 @@
 //
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
 // memory happens here, as an RNIC's DMA would).
-// Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> sendmsg of the frame's slices
-// (the payload straight from registered memory). Whatever the socket does not take is
-// copied to `unsent_` and nothing more is pulled from the endpoint until it drained, so
-// buffered output is bounded by one FPDU; the endpoint's queues are bounded by the QP caps.
+// Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> one sendmsg of the slices of up
+// to 16 ready frames, closing at 16 KiB (the payload straight from registered memory).
+// Whatever the socket does not take is copied to `unsent_` and nothing more is pulled from
+// the endpoint until it drained, so buffered output is bounded by one batch (under 16 KiB
+// plus one FPDU); the endpoint's queues are bounded by the QP caps.
 //
 // Who does the work (run to completion, as siw sends inside post_send): the thread that
 // posts a work request encodes and sends it itself; only what the socket does not take at
