@@ -113,7 +113,14 @@ bool write_all(int fd, const void* buf, std::size_t n) {
 
 }  // namespace
 
-Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, int n) {
+namespace {
+
+// Connections/s: the client connects (TCP_NODELAY) and runs `talk` on each connection, one
+// after the other; an acceptor thread accepts each and runs `answer` on it. Both return false
+// when the exchange failed. `what` names the exchange in errors.
+template <class Talk, class Answer>
+Expected<Measured, std::string> connects_per_second(const CostMeter& meter, int n, Talk talk,
+                                                    Answer answer, const std::string& what) {
   const auto before = meter.sample();
   std::uint16_t port = 0;
   auto lfd = listen_loopback(port);
@@ -124,8 +131,7 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
   std::thread acceptor([&] {
     for (int i = 0; i < n; ++i) {
       const Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      char b;
-      if (!c || !read_all(c.get(), &b, 1)) ++accept_failures;
+      if (!c || !answer(c.get())) ++accept_failures;
     }
   });
   std::string error;
@@ -136,61 +142,51 @@ Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, 
       break;
     }
     const Fd c(*fd);
-    const char b = 1;
-    if (!write_all(c.get(), &b, 1)) error = failed("write");
+    if (!talk(c.get())) error = failed(what.c_str());
   }
   if (!error.empty()) ::shutdown(listener.get(), SHUT_RDWR);  // unblocks the acceptor
   acceptor.join();
   const double rate = n / seconds_since(t0);
   listener.reset();
   if (!error.empty()) return unexpected("raw TCP connect: " + error);
-  if (accept_failures > 0) return unexpected(std::string("raw TCP accept or first octet failed"));
+  if (accept_failures > 0) return unexpected("raw TCP " + what + " failed on the accepting side");
   return Measured{rate, per_op(before, meter.sample(), n)};
+}
+
+}  // namespace
+
+Expected<Measured, std::string> tcp_connects_per_second(const CostMeter& meter, int n) {
+  return connects_per_second(
+      meter, n,
+      [](int fd) {
+        const char b = 1;
+        return write_all(fd, &b, 1);
+      },
+      [](int fd) {
+        char b;
+        return read_all(fd, &b, 1);
+      },
+      "first octet");
 }
 
 Expected<Measured, std::string> tcp_mpa_shaped_connects_per_second(const CostMeter& meter,
                                                                    int n) {
   constexpr std::size_t kFrame = 20;  // an MPA frame without private data; an RTR is as long
-  const auto before = meter.sample();
-  std::uint16_t port = 0;
-  auto lfd = listen_loopback(port);
-  if (!lfd) return unexpected(lfd.error());
-  Fd listener(*lfd);
-  std::atomic<int> accept_failures{0};
-  const auto t0 = Clock::now();
-  std::thread acceptor([&] {
-    const int one = 1;
-    for (int i = 0; i < n; ++i) {
-      const Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-      char frame[kFrame] = {};
-      if (!c || ::setsockopt(c.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
-          !read_all(c.get(), frame, kFrame) || !write_all(c.get(), frame, kFrame) ||
-          !read_all(c.get(), frame, kFrame)) {
-        ++accept_failures;
-      }
-    }
-  });
-  std::string error;
-  for (int i = 0; i < n && error.empty(); ++i) {
-    auto fd = connect_loopback(port, true);
-    if (!fd) {
-      error = fd.error();
-      break;
-    }
-    const Fd c(*fd);
-    char frame[kFrame] = {};
-    if (!write_all(c.get(), frame, kFrame) || !read_all(c.get(), frame, kFrame) ||
-        !write_all(c.get(), frame, kFrame)) {
-      error = failed("the MPA-shaped exchange");
-    }
-  }
-  if (!error.empty()) ::shutdown(listener.get(), SHUT_RDWR);  // unblocks the acceptor
-  acceptor.join();
-  const double rate = n / seconds_since(t0);
-  listener.reset();
-  if (!error.empty()) return unexpected("raw TCP connect: " + error);
-  if (accept_failures > 0) return unexpected(std::string("raw TCP MPA-shaped exchange failed"));
-  return Measured{rate, per_op(before, meter.sample(), n)};
+  return connects_per_second(
+      meter, n,
+      [](int fd) {
+        char frame[kFrame] = {};
+        return write_all(fd, frame, kFrame) && read_all(fd, frame, kFrame) &&
+               write_all(fd, frame, kFrame);
+      },
+      [](int fd) {
+        const int one = 1;
+        char frame[kFrame] = {};
+        return ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0 &&
+               read_all(fd, frame, kFrame) && write_all(fd, frame, kFrame) &&
+               read_all(fd, frame, kFrame);
+      },
+      "MPA-shaped exchange");
 }
 
 Expected<Measured, std::string> tcp_stream_gbps(const CostMeter& meter, double seconds,
