@@ -99,8 +99,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   runtime::Fd fd_;
   runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
-  // Held by every entry, recursively: the event thread re-enters through the hooks (a
-  // listener rejecting the session whose Request it is handling).
+  // Held by every entry, recursively: the event thread re-enters through on_finished (a
+  // listener whose expiry timer closes the very session whose end it is handling).
   std::recursive_mutex mu_;
   bool on_caller_ = false;  // run() or take_over(): no loop timers, the caller waits
   std::uint32_t interest_ = 0;
