@@ -659,6 +659,43 @@ TEST_F(TcpProviderTest, ConnectionRefusedIsUnreachable) {
                                    options(initiator_policy()));
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().kind, ConnectError::Kind::kUnreachable) << to_string(result.error());
+  // Found by the Request's send (the connect is not waited for on its own), and said as the
+  // connect's failure, not as a reset during MPA setup.
+  EXPECT_NE(result.error().detail.find("TCP connect to 127.0.0.1:" + std::to_string(port) +
+                                       " failed: Connection refused"),
+            std::string::npos)
+      << result.error().detail;
+}
+
+TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndTimesOut) {
+  // A listener whose accept queue is full: Linux drops the SYN, so the connect stays in
+  // progress, the Request's send says EAGAIN, and the connect waits for POLLOUT until its
+  // deadline.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 0), 0);
+  socklen_t length = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length), 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 2; ++i) {  // a backlog of 0 queues one; the second makes sure
+    const int f = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ::connect(f, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    fillers.push_back(f);
+  }
+  auto o = options(initiator_policy());
+  o.timeout = 300ms;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", ntohs(a.sin_port)}, o);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(result.has_value());
+  EXPECT_EQ(result.error().kind, ConnectError::Kind::kTimeout) << to_string(result.error());
+  EXPECT_GE(took, 300ms);
+  EXPECT_LT(took, 5s);
+  for (const int f : fillers) ::close(f);
+  ::close(fd);
 }
 
 TEST_F(TcpProviderTest, SilentPeerGivesAReplyTimeout) {

@@ -25,16 +25,17 @@ ConnectError setup_error(cm::CmFailure failure, std::string detail) {
 
 }  // namespace
 
-MpaSession::MpaSession(runtime::EventLoop& loop, runtime::Fd fd, const sockaddr_in& peer,
-                       cm::MpaHandshake handshake, std::optional<QpCaps> caps,
-                       bool fell_back_to_revision1, Hooks hooks)
+MpaSession::MpaSession(runtime::EventLoop& loop, SetupSocket socket, cm::MpaHandshake handshake,
+                       std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks)
     : loop_(loop),
-      fd_(std::move(fd)),
+      fd_(std::move(socket.fd)),
       hs_(std::move(handshake)),
       caps_(std::move(caps)),
       fell_back_(fell_back_to_revision1),
       hooks_(std::move(hooks)),
-      peer_address_(runtime::format_address(peer)) {}
+      peer_address_(runtime::format_address(socket.peer)),
+      local_address_(std::move(socket.local_address)),
+      connecting_(socket.connecting) {}
 
 MpaSession::~MpaSession() {
   // Only reached unfinished when the provider shuts down with the session still on it.
@@ -150,7 +151,10 @@ void MpaSession::on_io(std::uint32_t events) {
 }
 
 void MpaSession::handle_io(std::uint32_t events) {
-  if ((events & EPOLLOUT) != 0) write_output();
+  // Still connecting: whatever woke us (POLLOUT, or POLLERR for a refused connect), the
+  // pending Request's send says how the connect ended.
+  if ((events & EPOLLOUT) != 0 || connecting_) write_output();
+  if (finished_) return;
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
     drive();
     return;
@@ -217,7 +221,8 @@ void MpaSession::establish() {
   ConnectionInfo info;
   info.scheme = "tcp";
   info.params = handover.params;
-  info.local_address = runtime::local_address_of(fd_.get());
+  info.local_address =
+      local_address_.empty() ? runtime::local_address_of(fd_.get()) : std::move(local_address_);
   info.peer_address = peer_address_;
   info.sent_frame = hs_.sent_frame().value_or(wire::MpaFrame{});
   info.received_frame = hs_.received_frame().value_or(wire::MpaFrame{});
@@ -266,6 +271,15 @@ void MpaSession::reset(cm::CmFailure failure, std::string why) {
   finish(SetupResult{nullptr, setup_error(failure, std::move(why))});
 }
 
+void MpaSession::connect_failed(int err) {
+  stop_io();
+  fd_.reset();
+  ConnectError e;
+  e.kind = ConnectError::Kind::kUnreachable;
+  e.detail = "TCP connect to " + peer_address_ + " failed: " + runtime::errno_text(err);
+  finish(SetupResult{nullptr, std::move(e), false, err});
+}
+
 void MpaSession::finish(SetupResult result) {
   finished_ = true;
   const auto self = shared_from_this();
@@ -279,6 +293,13 @@ void MpaSession::write_output() {
   if (!fd_ || unsent_.empty()) return;
   const iovec part{unsent_.data(), unsent_.size()};
   const runtime::IoResult r = runtime::write_some(fd_.get(), std::span(&part, 1));
+  if (connecting_) {
+    if (r.error != 0) {
+      connect_failed(r.error);
+      return;
+    }
+    connecting_ = r.bytes == 0;  // sent: connected; EAGAIN: poll(2) for POLLOUT and retry
+  }
   unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(r.bytes));
   if (r.error != 0) {
     unsent_.clear();

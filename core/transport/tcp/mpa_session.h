@@ -35,6 +35,20 @@ struct SetupResult {
   std::shared_ptr<ConnectionCore> connection;  // established
   std::optional<ConnectError> error;           // failed
   bool retry_revision1 = false;                // initiator: reconnect in revision 1
+  int tcp_errno = 0;  // initiator: the TCP connect failed with it (error kind kUnreachable)
+};
+
+// The TCP connection a session sets up.
+struct SetupSocket {
+  runtime::Fd fd;
+  sockaddr_in peer{};  // connect()ed or accept4()ed: no getpeername per connection
+  // Known without a getsockname: a listener's own address when it is bound to one. Empty
+  // (an initiator, a wildcard listener): asked of the socket once, at establishment.
+  std::string local_address;
+  // An initiator's nonblocking connect(2) said EINPROGRESS. The Request is sent at once all
+  // the same: the send is the connect's test (an error there is the connect's error, EAGAIN
+  // means still connecting), so the connect costs no poll(2) and no SO_ERROR read of its own.
+  bool connecting = false;
 };
 
 class MpaSession : public runtime::IoHandler, public std::enable_shared_from_this<MpaSession> {
@@ -47,10 +61,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   };
 
   // `caps` is known up front for an initiator, and comes with accept() for a responder.
-  // `peer` is the connect()ed or accept4()ed address (no getpeername per connection).
-  MpaSession(runtime::EventLoop& loop, runtime::Fd fd, const sockaddr_in& peer,
-             cm::MpaHandshake handshake, std::optional<QpCaps> caps, bool fell_back_to_revision1,
-             Hooks hooks);
+  MpaSession(runtime::EventLoop& loop, SetupSocket socket, cm::MpaHandshake handshake,
+             std::optional<QpCaps> caps, bool fell_back_to_revision1, Hooks hooks);
   ~MpaSession() override;
 
   // Watches the socket; the event thread drives the session from then on.
@@ -90,6 +102,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   void fail(cm::CmEvent event);
   // Ends setup at once: the socket is closed with a reset and the result is this error.
   void reset(cm::CmFailure failure, std::string why);
+  // An initiator's connect failed (found by the Request's send, see SetupSocket::connecting).
+  void connect_failed(int err);
   void finish(SetupResult result);
   void write_output();
   void rearm_timer();
@@ -109,6 +123,8 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   bool fell_back_;
   Hooks hooks_;
   std::string peer_address_;
+  std::string local_address_;  // empty until establishment if not known up front
+  bool connecting_;
   runtime::Clock::time_point started_ = runtime::Clock::now();
   std::optional<wire::MpaFrame> request_;
   bool request_due_ = false;  // a Request arrived and on_request has not been called yet

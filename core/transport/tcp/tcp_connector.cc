@@ -1,6 +1,5 @@
 #include "core/transport/tcp/tcp_connector.h"
 
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -59,28 +58,23 @@ Millis retry_delay(const ConnectOptions& options, std::uint32_t retry, std::mt19
 
 namespace {
 
-struct Attempt {
-  SetupResult result;
-  int tcp_errno = 0;  // of a failed TCP connect
-};
-
-Attempt failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 0) {
+SetupResult failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 0) {
   ConnectError e;
   e.kind = kind;
   e.detail = std::move(detail);
   if (kind == ConnectError::Kind::kSetup) e.failure = cm::CmFailure::kConnectionReset;
-  return {SetupResult{nullptr, std::move(e)}, tcp_errno};
+  return SetupResult{nullptr, std::move(e), false, tcp_errno};
 }
 
-Attempt timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
+SetupResult timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
   return failed(ConnectError::Kind::kTimeout, "no connection to " + runtime::format_address(peer) +
                                                   " within " +
                                                   std::to_string(options.timeout.count()) + " ms");
 }
 
-// A nonblocking connect, waited for in poll(2) until `until`.
-Expected<runtime::Fd, Attempt> tcp_connect(const sockaddr_in& peer, const ConnectOptions& options,
-                                           runtime::Clock::time_point until) {
+// A nonblocking connect(2), not waited for: the session's first send tells how it ended
+// (SetupSocket::connecting). An error connect(2) reports at once ends the attempt here.
+Expected<SetupSocket, SetupResult> tcp_connect(const sockaddr_in& peer) {
   auto socket = runtime::make_tcp_socket();
   if (!socket) {
     return unexpected(failed(ConnectError::Kind::kUnreachable,
@@ -91,39 +85,36 @@ Expected<runtime::Fd, Attempt> tcp_connect(const sockaddr_in& peer, const Connec
     return unexpected(failed(ConnectError::Kind::kUnreachable,
                              "cannot set TCP_NODELAY: " + runtime::errno_text(err)));
   }
-  int err = 0;
+  bool connecting = false;
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
-    err = errno;
-    if (err == EINPROGRESS) {
-      const short got = runtime::wait_for(fd.get(), POLLOUT, until);
-      if (got == 0) return unexpected(timed_out(peer, options));
-      err = got < 0 ? errno : runtime::socket_error(fd.get());
+    const int err = errno;
+    if (err != EINPROGRESS) {
+      return unexpected(failed(ConnectError::Kind::kUnreachable,
+                               "TCP connect to " + runtime::format_address(peer) +
+                                   " failed: " + runtime::errno_text(err),
+                               err));
     }
+    connecting = true;
   }
-  if (err != 0) {
-    return unexpected(failed(
-        ConnectError::Kind::kUnreachable,
-        "TCP connect to " + runtime::format_address(peer) + " failed: " + runtime::errno_text(err),
-        err));
-  }
-  return fd;
+  return SetupSocket{std::move(fd), peer, {}, connecting};
 }
 
 // One attempt: TCP connect and MPA setup, and the revision-1 reconnect it may ask for.
-Attempt attempt(runtime::EventLoop& loop, const sockaddr_in& peer, const ConnectOptions& options) {
+SetupResult attempt(runtime::EventLoop& loop, const sockaddr_in& peer,
+                    const ConnectOptions& options) {
   const auto until = runtime::Clock::now() + options.timeout;
   for (bool fell_back = false;; fell_back = true) {
-    auto fd = tcp_connect(peer, options, until);
-    if (!fd) return std::move(fd.error());
+    auto socket = tcp_connect(peer);
+    if (!socket) return std::move(socket.error());
     cm::MpaPolicy policy = options.policy;
     if (fell_back) policy.revision = wire::kMpaRevision1;
     auto session = std::make_shared<MpaSession>(
-        loop, std::move(*fd), peer,
+        loop, std::move(*socket),
         cm::MpaHandshake::initiator(policy, options.private_data, runtime::Clock::now()),
         options.caps, fell_back, MpaSession::Hooks{});
     auto result = session->run(until);
     if (!result) return timed_out(peer, options);
-    if (!result->retry_revision1) return {std::move(*result), 0};
+    if (!result->retry_revision1) return std::move(*result);
     if (fell_back) {
       return failed(ConnectError::Kind::kSetup, "the peer reset the revision-1 retry as well");
     }
@@ -136,11 +127,11 @@ SetupResult connect_on_caller(runtime::EventLoop& loop, const sockaddr_in& peer,
                               const ConnectOptions& options) {
   std::optional<std::mt19937_64> rng;  // seeded at the first retry: most connects need none
   for (std::uint32_t attempts = 1;; ++attempts) {
-    Attempt a = attempt(loop, peer, options);
-    if (a.result.connection || !a.result.error || attempts > options.retries ||
-        !retryable(*a.result.error, a.tcp_errno)) {
-      if (a.result.error) a.result.error->attempts = attempts;
-      return std::move(a.result);
+    SetupResult r = attempt(loop, peer, options);
+    if (r.connection || !r.error || attempts > options.retries ||
+        !retryable(*r.error, r.tcp_errno)) {
+      if (r.error) r.error->attempts = attempts;
+      return r;
     }
     if (!rng) rng.emplace(options.retry_seed != 0 ? options.retry_seed : fresh_seed());
     std::this_thread::sleep_for(retry_delay(options, attempts, *rng));

@@ -38,6 +38,7 @@ ListenerCore::ListenerCore(runtime::EventLoop& loop, runtime::Fd listening,
       listening_(std::move(listening)),
       policy_(policy),
       local_address_(runtime::local_address_of(listening_.get())),
+      bound_to_one_address_(!local_address_.starts_with("0.0.0.0:")),
       backlog_(backlog_config(policy, options)) {}
 
 int ListenerCore::start() {
@@ -50,69 +51,59 @@ int ListenerCore::start() {
 }
 
 void ListenerCore::on_io(std::uint32_t) {
-  // A bounded batch per wakeup; level-triggered epoll brings us back for the rest.
-  for (int i = 0; i < 64 && listening_ && interest_ != 0; ++i) {
-    sockaddr_in peer{};
-    socklen_t peer_length = sizeof peer;
-    const int fd = ::accept4(listening_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length,
-                             SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors: the connection stays in the kernel's queue. Level-triggered
-        // epoll would report it again at once, so look away for a moment.
-        out_of_descriptors_ = true;
-        after_engine();
-        loop_.add_timer(runtime::Clock::now() + std::chrono::milliseconds(100),
-                        [weak = weak_from_this()] {
-                          auto self = weak.lock();
-                          if (!self) return;
-                          self->out_of_descriptors_ = false;
-                          self->after_engine();
-                        });
-      }
-      return;  // EAGAIN: nothing more to accept now
+  if (!listening_ || interest_ == 0) return;
+  // One connection per wakeup: level-triggered epoll brings us back while more wait, and a
+  // lone connection costs no accept4 that can only say EAGAIN.
+  sockaddr_in peer{};
+  socklen_t peer_length = sizeof peer;
+  const int fd = ::accept4(listening_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length,
+                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      // Out of descriptors: the connection stays in the kernel's queue. Level-triggered
+      // epoll would report it again at once, so look away for a moment.
+      out_of_descriptors_ = true;
+      after_engine();
+      loop_.add_timer(runtime::Clock::now() + std::chrono::milliseconds(100),
+                      [weak = weak_from_this()] {
+                        auto self = weak.lock();
+                        if (!self) return;
+                        self->out_of_descriptors_ = false;
+                        self->after_engine();
+                      });
     }
-    runtime::Fd socket(fd);
-    const runtime::TimePoint now = runtime::Clock::now();
-    const cm::BacklogConnId id = next_id_++;
-    std::weak_ptr<ListenerCore> weak = shared_from_this();
-    MpaSession::Hooks hooks;
-    hooks.on_request = [weak](const std::shared_ptr<MpaSession>& s) {
-      if (auto self = weak.lock()) {
-        self->on_request(s);
-      } else {
-        s->abort("the listener is closed");
-      }
-    };
-    hooks.on_finished = [weak](const std::shared_ptr<MpaSession>& s, const SetupResult& r) {
-      if (auto self = weak.lock()) self->on_finished(s, r);
-    };
-    const bool tuned = runtime::tune_connection_socket(socket.get()) == 0;
-    // The engine and the handshake share `now`, so a request timeout the handshake reports
-    // is one the engine also finds due (on_finished relies on it).
-    auto session = std::make_shared<MpaSession>(
-        loop_, std::move(socket), peer, cm::MpaHandshake::responder(policy_, now), std::nullopt,
-        false, std::move(hooks));
-    std::vector<Deferred> work;
-    {
-      std::lock_guard lock(mu_);
-      sessions_[id] = Tracked{session, false};
-      ids_[session.get()] = id;
-      work = settle_locked(backlog_.on_tcp_accepted(id, now));
-      if (!tuned) {
-        work.push_back({session, cm::BacklogActionType::kClose});
-        settle_locked(backlog_.on_peer_gone(id));
-        sessions_.erase(id);
-        ids_.erase(session.get());
-        record_failure(session, listener_error(cm::CmFailure::kConnectionReset,
-                                               "cannot set TCP_NODELAY on the new connection"));
-      }
-    }
-    run_deferred(work);
-    if (tuned) session->start();
+    return;  // EAGAIN, EINTR, ECONNABORTED: epoll says when there is more
   }
+  const runtime::TimePoint now = runtime::Clock::now();
+  const cm::BacklogConnId id = next_id_++;
+  std::weak_ptr<ListenerCore> weak = shared_from_this();
+  MpaSession::Hooks hooks;
+  hooks.on_request = [weak](const std::shared_ptr<MpaSession>& s) {
+    if (auto self = weak.lock()) {
+      self->on_request(s);
+    } else {
+      s->abort("the listener is closed");
+    }
+  };
+  hooks.on_finished = [weak](const std::shared_ptr<MpaSession>& s, const SetupResult& r) {
+    if (auto self = weak.lock()) self->on_finished(s, r);
+  };
+  // The engine and the handshake share `now`, so a request timeout the handshake reports
+  // is one the engine also finds due (on_finished relies on it).
+  auto session = std::make_shared<MpaSession>(
+      loop_, SetupSocket{runtime::Fd(fd), peer, bound_to_one_address_ ? local_address_ : "", false},
+      cm::MpaHandshake::responder(policy_, now), std::nullopt, false, std::move(hooks));
+  std::vector<Deferred> work;
+  {
+    std::lock_guard lock(mu_);
+    sessions_[id] = Tracked{session, false};
+    ids_[session.get()] = id;
+    work = settle_locked(backlog_.on_tcp_accepted(id, now));
+  }
+  run_deferred(work);
+  session->start();
   after_engine();
+  wake_acceptors(work);
 }
 
 void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
@@ -129,6 +120,7 @@ void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
   }
   run_deferred(work);
   after_engine();
+  wake_acceptors(work);
 }
 
 void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
@@ -159,6 +151,7 @@ void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
   }
   run_deferred(work);
   after_engine();
+  wake_acceptors(work);
 }
 
 bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
@@ -192,6 +185,7 @@ bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
       });
     }
   }
+  wake_acceptors(work);
   return held;
 }
 
@@ -212,7 +206,7 @@ std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
     const auto session = it->second.session;
     if (a.type == cm::BacklogActionType::kDeliver) {
       ready_.push_back({session, a.id});
-      cv_.notify_one();
+      work.push_back({session, a.type});  // wake_acceptors(), once the lock is released
       continue;
     }
     std::erase_if(ready_, [&](const Handout& h) { return h.id == a.id; });
@@ -269,8 +263,15 @@ void ListenerCore::run_deferred(const std::vector<Deferred>& work) {
         w.session->abort("closed by the listener's backlog (expired, evicted or dropped)");
         break;
       case cm::BacklogActionType::kDeliver:
-        break;
+        break;  // wake_acceptors()
     }
+  }
+}
+
+void ListenerCore::wake_acceptors(const std::vector<Deferred>& work) {
+  // Last, after every use of mu_: a woken next_request() then finds the lock free.
+  for (const auto& w : work) {
+    if (w.action == cm::BacklogActionType::kDeliver) cv_.notify_one();
   }
 }
 
@@ -312,6 +313,7 @@ void ListenerCore::on_timer() {
   }
   run_deferred(work);
   after_engine();
+  wake_acceptors(work);
 }
 
 void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session,

@@ -75,13 +75,15 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
   void on_request(const std::shared_ptr<MpaSession>& session);
   void on_finished(const std::shared_ptr<MpaSession>& session, const SetupResult& result);
   // mu_ held: turns the engine's output into ready_ entries, events and failures, and
-  // returns the socket work for after the unlock.
+  // returns the socket work and the deliveries for after the unlock.
   // `expiry`: the actions come from the engine's timer (a kClose is then an expiry, not an
   // eviction), for the failure reported.
   std::vector<Deferred> settle_locked(const std::vector<cm::BacklogAction>& actions,
                                       bool expiry = false);
   void run_deferred(const std::vector<Deferred>& work);  // mu_ not held
   void after_engine();                                   // event thread, mu_ not held
+  // mu_ not held, after after_engine(): one next_request() woken per delivery in `work`.
+  void wake_acceptors(const std::vector<Deferred>& work);
   void record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error);
   void on_timer();
 
@@ -93,6 +95,8 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
   bool out_of_descriptors_ = false;  // accept paused for a moment (EMFILE)
   const cm::MpaPolicy policy_;
   const std::string local_address_;
+  // Not a wildcard: an accepted connection's local address is the listener's own.
+  const bool bound_to_one_address_;
   std::optional<runtime::EventLoop::TimerId> timer_;
   cm::BacklogConnId next_id_ = 1;  // event thread
 

@@ -101,6 +101,11 @@ class TcpProvider final : public Provider {
     runtime::Fd fd = std::move(*socket);
     const int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    // Set once here: an accepted socket is a copy of its listener and inherits TCP_NODELAY
+    // (Linux's sk_clone_lock), so accepting costs no setsockopt.
+    if (const int err = runtime::tune_connection_socket(fd.get()); err != 0) {
+      return unexpected(invalid("cannot set TCP_NODELAY: " + runtime::errno_text(err)));
+    }
     if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*address), sizeof *address) != 0) {
       const int err = errno;
       ConnectError e =
