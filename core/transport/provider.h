@@ -16,11 +16,13 @@
 //   decodes, places) and then sleeps in the kernel on the socket; connect runs the TCP
 //   connect and the whole MPA setup on the caller's thread, and accept (or reject) sends
 //   the answer, waits for the RTR and establishes on the caller's thread, each handing the
-//   established socket to the event loop. The runtime's event thread
-//   (core/runtime/event_loop.h) does only what no caller is waiting to do: listeners and
-//   the responder's setup until the application decides on the Request, timers, a
-//   transmit the socket could not take at once, connections nobody polls, shared
-//   completion queues, and (verbs, for now) the device's completion channel.
+//   established socket to the event loop. In the verbs provider, poll_completions
+//   reaps the device CQ on the caller's thread (ibv_poll_cq) before it waits. The runtime's
+//   event thread (core/runtime/event_loop.h) does only what no caller is waiting to do:
+//   listeners and the responder's setup until the application decides on the Request,
+//   timers, a transmit the socket could not take at once, connections nobody polls, shared
+//   completion queues, and (verbs) the device's completion channel, whose events wake a
+//   poll_completions that found nothing.
 // - Registered memory must stay valid until deregistered or the connection is destroyed:
 //   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
 //   Once destroy (the Connection's destructor) returns, no thread touches it.

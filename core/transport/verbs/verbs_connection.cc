@@ -398,6 +398,11 @@ std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::Recv
 
 std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::size_t max,
                                                                          Millis timeout) {
+  // The caller reaps the CQ itself first, as a verbs application does: ibv_poll_cq reads
+  // the queue in user memory (no syscall), so a completion already there is not left
+  // waiting for the event thread to hear the channel and hand it across. Only a poll that
+  // finds nothing waits for the event thread.
+  drain_cq();
   return cq_->poll(max, timeout);
 }
 
@@ -492,6 +497,8 @@ void VerbsConnectionCore::on_io(std::uint32_t) {
 }
 
 void VerbsConnectionCore::drain_cq() {
+  std::lock_guard reap(reap_mu_);
+  if (!qp_) return;
   std::array<ibv_wc, kPollBatch> wcs{};
   for (;;) {
     const int n = ibv_poll_cq(qp_->cq(), kPollBatch, wcs.data());
@@ -583,7 +590,10 @@ void VerbsConnectionCore::teardown() {
     rq_.clear();
     cv_.notify_all();
   }
-  qp_.reset();
+  {
+    std::lock_guard reap(reap_mu_);  // no caller is polling the CQ it destroys
+    qp_.reset();
+  }
   if (id_ != nullptr) {
     rdma_destroy_id(id_);
     id_ = nullptr;

@@ -10,10 +10,12 @@
 // overflow Reject: failure backlog_full, not peer_rejected.
 //
 // Data path. post_send / post_recv go straight to ibv_post_send / ibv_post_recv from the
-// caller's thread (under the core's mutex). The event thread reads the completion channel,
-// polls the device CQ (one per queue pair) and pushes WorkCompletions to the connection's
-// CompletionQueue (QpCaps::cq, possibly shared with other connections, tcp ones too, or one
-// of its own), which poll_completions() polls. Each posted request gets
+// caller's thread (under the core's mutex). The device CQ (one per queue pair) is reaped
+// into the connection's CompletionQueue (QpCaps::cq, possibly shared with other
+// connections, tcp ones too, or one of its own) by poll_completions() on the caller's
+// thread first, and by the event thread when the completion channel fires (what wakes a
+// poll_completions() that found nothing, and serves a connection nobody polls). One reaper
+// at a time (reap_mu_), so completions keep their order. Each posted request gets
 // an internal sequence number as its verbs wr_id, so a completion (also an error completion,
 // whose verbs opcode is undefined) is reported with the application's wr_id, opcode and
 // message length; unsignaled requests older than a completion completed silently (RC
@@ -152,7 +154,10 @@ class VerbsConnectionCore : public runtime::IoHandler,
 
   void on_setup_event(const CmEvent& event);
   void on_established(const CmEvent& event);
-  void drain_cq();                  // event thread, takes mu_
+  // Reaps the CQ into cq_ under reap_mu_ (one reaper at a time keeps completions in order):
+  // the event thread after a channel event, and a poll_completions() caller before it waits.
+  // Takes mu_ per batch; does nothing once the QP is torn down.
+  void drain_cq();
   void complete(const ibv_wc& wc);  // mu_ held
   void settle(ConnectionState state, std::string detail, bool overrides_peer_close);  // mu_ held
   void teardown();                                   // event thread
@@ -164,7 +169,10 @@ class VerbsConnectionCore : public runtime::IoHandler,
   const std::shared_ptr<CompletionQueue> cq_;  // set once: polled without mu_
 
   rdma_cm_id* id_;                 // event thread; null after teardown
-  std::unique_ptr<QueuePair> qp_;  // event thread; null after teardown
+  // Set during setup on the event thread; reset by teardown() under reap_mu_, so a reaper
+  // that holds reap_mu_ and finds it set may poll its CQ.
+  std::unique_ptr<QueuePair> qp_;
+  std::mutex reap_mu_;  // lock order: reap_mu_, then mu_
   runtime::EventLoop::Token token_ = 0;
   bool watching_ = false;
 
