@@ -659,8 +659,8 @@ TEST_F(TcpProviderTest, ConnectionRefusedIsUnreachable) {
                                    options(initiator_policy()));
   ASSERT_FALSE(result.has_value());
   EXPECT_EQ(result.error().kind, ConnectError::Kind::kUnreachable) << to_string(result.error());
-  // Found by the Request's send (the connect is not waited for on its own), and said as the
-  // connect's failure, not as a reset during MPA setup.
+  // Found by the zero-length send that tests the connect, and said as the connect's failure,
+  // not as a reset during MPA setup.
   EXPECT_NE(result.error().detail.find("TCP connect to 127.0.0.1:" + std::to_string(port) +
                                        " failed: Connection refused"),
             std::string::npos)
@@ -669,8 +669,9 @@ TEST_F(TcpProviderTest, ConnectionRefusedIsUnreachable) {
 
 TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndTimesOut) {
   // A listener whose accept queue is full: Linux drops the SYN, so the connect stays in
-  // progress, the Request's send says EAGAIN, and the connect waits for POLLOUT until its
-  // deadline.
+  // progress, the zero-length send that tests it says EAGAIN, and the connect waits for
+  // POLLOUT until its deadline. The MPA Reply timeout, shorter here, does not run meanwhile:
+  // the peer is unreachable, not silent.
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -686,6 +687,7 @@ TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndTimesOut) {
     fillers.push_back(f);
   }
   auto o = options(initiator_policy());
+  o.policy.reply_timeout = 100ms;
   o.timeout = 300ms;
   const auto t0 = std::chrono::steady_clock::now();
   auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", ntohs(a.sin_port)}, o);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -21,8 +22,12 @@ std::uint64_t env_number(const char* name, std::uint64_t fallback) {
 }
 
 std::string replay_hint(std::uint64_t seed) {
-  return "replay: RDMA_INTEROP_SIM_SEED=" + std::to_string(seed) +
-         " build/tests/unit/xrc_sim_random_test --gtest_filter='*ReplayOneSeed*'";
+  // This very binary: build-asan's in the unit tier, build's when built by hand.
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return "replay: RDMA_INTEROP_SIM_SEED=" + std::to_string(seed) + " " +
+         (ec ? std::string("build/tests/unit/xrc_sim_random_test") : self.string()) +
+         " --gtest_filter='*ReplayOneSeed*'";
 }
 
 void print_tail(const XrcScenarioResult& r, std::size_t lines) {

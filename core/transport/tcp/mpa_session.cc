@@ -34,8 +34,7 @@ MpaSession::MpaSession(runtime::EventLoop& loop, SetupSocket socket, cm::MpaHand
       fell_back_(fell_back_to_revision1),
       hooks_(std::move(hooks)),
       peer_address_(runtime::format_address(socket.peer)),
-      local_address_(std::move(socket.local_address)),
-      connecting_(socket.connecting) {}
+      local_address_(std::move(socket.local_address)) {}
 
 MpaSession::~MpaSession() {
   // Only reached unfinished when the provider shuts down with the session still on it.
@@ -151,10 +150,7 @@ void MpaSession::on_io(std::uint32_t events) {
 }
 
 void MpaSession::handle_io(std::uint32_t events) {
-  // Still connecting: whatever woke us (POLLOUT, or POLLERR for a refused connect), the
-  // pending Request's send says how the connect ended.
-  if ((events & EPOLLOUT) != 0 || connecting_) write_output();
-  if (finished_) return;
+  if ((events & EPOLLOUT) != 0) write_output();
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
     drive();
     return;
@@ -271,15 +267,6 @@ void MpaSession::reset(cm::CmFailure failure, std::string why) {
   finish(SetupResult{nullptr, setup_error(failure, std::move(why))});
 }
 
-void MpaSession::connect_failed(int err) {
-  stop_io();
-  fd_.reset();
-  ConnectError e;
-  e.kind = ConnectError::Kind::kUnreachable;
-  e.detail = "TCP connect to " + peer_address_ + " failed: " + runtime::errno_text(err);
-  finish(SetupResult{nullptr, std::move(e), false, err});
-}
-
 void MpaSession::finish(SetupResult result) {
   finished_ = true;
   const auto self = shared_from_this();
@@ -293,13 +280,6 @@ void MpaSession::write_output() {
   if (!fd_ || unsent_.empty()) return;
   const iovec part{unsent_.data(), unsent_.size()};
   const runtime::IoResult r = runtime::write_some(fd_.get(), std::span(&part, 1));
-  if (connecting_) {
-    if (r.error != 0) {
-      connect_failed(r.error);
-      return;
-    }
-    connecting_ = r.bytes == 0;  // sent: connected; EAGAIN: poll(2) for POLLOUT and retry
-  }
   unsent_.erase(unsent_.begin(), unsent_.begin() + static_cast<std::ptrdiff_t>(r.bytes));
   if (r.error != 0) {
     unsent_.clear();

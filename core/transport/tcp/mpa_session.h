@@ -45,10 +45,6 @@ struct SetupSocket {
   // Known without a getsockname: a listener's own address when it is bound to one. Empty
   // (an initiator, a wildcard listener): asked of the socket once, at establishment.
   std::string local_address;
-  // An initiator's nonblocking connect(2) said EINPROGRESS. The Request is sent at once all
-  // the same: the send is the connect's test (an error there is the connect's error, EAGAIN
-  // means still connecting), so the connect costs no poll(2) and no SO_ERROR read of its own.
-  bool connecting = false;
 };
 
 class MpaSession : public runtime::IoHandler, public std::enable_shared_from_this<MpaSession> {
@@ -102,8 +98,6 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   void fail(cm::CmEvent event);
   // Ends setup at once: the socket is closed with a reset and the result is this error.
   void reset(cm::CmFailure failure, std::string why);
-  // An initiator's connect failed (found by the Request's send, see SetupSocket::connecting).
-  void connect_failed(int err);
   void finish(SetupResult result);
   void write_output();
   void rearm_timer();
@@ -124,7 +118,6 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
   Hooks hooks_;
   std::string peer_address_;
   std::string local_address_;  // empty until establishment if not known up front
-  bool connecting_;
   runtime::Clock::time_point started_ = runtime::Clock::now();
   std::optional<wire::MpaFrame> request_;
   bool request_due_ = false;  // a Request arrived and on_request has not been called yet

@@ -1,5 +1,6 @@
 #include "core/transport/tcp/tcp_connector.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -72,9 +73,24 @@ SetupResult timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
                                                   std::to_string(options.timeout.count()) + " ms");
 }
 
-// A nonblocking connect(2), not waited for: the session's first send tells how it ended
-// (SetupSocket::connecting). An error connect(2) reports at once ends the attempt here.
-Expected<SetupSocket, SetupResult> tcp_connect(const sockaddr_in& peer) {
+// How a nonblocking connect(2) that said EINPROGRESS ended, if it has: a zero-length send
+// returns 0 once the socket is connected, the connect's error (SO_ERROR's, consumed) once it
+// failed, and EAGAIN while it is still in progress. On loopback and a LAN the connect is
+// usually done by the time connect(2) returns, so this one call replaces a poll(2) and a
+// getsockopt(SO_ERROR).
+int connect_outcome(int fd) {
+  const char none = 0;
+  for (;;) {
+    if (::send(fd, &none, 0, MSG_NOSIGNAL) == 0) return 0;
+    if (errno != EINTR) return errno;
+  }
+}
+
+// A nonblocking connect, waited for in poll(2) until `until` if still in progress. The MPA
+// handshake starts once it is done, so the Reply timeout never counts TCP's SYN retries.
+Expected<SetupSocket, SetupResult> tcp_connect(const sockaddr_in& peer,
+                                               const ConnectOptions& options,
+                                               runtime::Clock::time_point until) {
   auto socket = runtime::make_tcp_socket();
   if (!socket) {
     return unexpected(failed(ConnectError::Kind::kUnreachable,
@@ -85,18 +101,23 @@ Expected<SetupSocket, SetupResult> tcp_connect(const sockaddr_in& peer) {
     return unexpected(failed(ConnectError::Kind::kUnreachable,
                              "cannot set TCP_NODELAY: " + runtime::errno_text(err)));
   }
-  bool connecting = false;
+  int err = 0;
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
-    const int err = errno;
-    if (err != EINPROGRESS) {
-      return unexpected(failed(ConnectError::Kind::kUnreachable,
-                               "TCP connect to " + runtime::format_address(peer) +
-                                   " failed: " + runtime::errno_text(err),
-                               err));
+    err = errno;
+    if (err == EINPROGRESS) err = connect_outcome(fd.get());
+    if (err == EAGAIN) {
+      const short got = runtime::wait_for(fd.get(), POLLOUT, until);
+      if (got == 0) return unexpected(timed_out(peer, options));
+      err = got < 0 ? errno : runtime::socket_error(fd.get());
     }
-    connecting = true;
   }
-  return SetupSocket{std::move(fd), peer, {}, connecting};
+  if (err != 0) {
+    return unexpected(failed(
+        ConnectError::Kind::kUnreachable,
+        "TCP connect to " + runtime::format_address(peer) + " failed: " + runtime::errno_text(err),
+        err));
+  }
+  return SetupSocket{std::move(fd), peer, {}};
 }
 
 // One attempt: TCP connect and MPA setup, and the revision-1 reconnect it may ask for.
@@ -104,7 +125,7 @@ SetupResult attempt(runtime::EventLoop& loop, const sockaddr_in& peer,
                     const ConnectOptions& options) {
   const auto until = runtime::Clock::now() + options.timeout;
   for (bool fell_back = false;; fell_back = true) {
-    auto socket = tcp_connect(peer);
+    auto socket = tcp_connect(peer, options, until);
     if (!socket) return std::move(socket.error());
     cm::MpaPolicy policy = options.policy;
     if (fell_back) policy.revision = wire::kMpaRevision1;
