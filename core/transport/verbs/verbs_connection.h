@@ -170,7 +170,8 @@ class VerbsConnectionCore : public runtime::IoHandler,
 
   rdma_cm_id* id_;                 // event thread; null after teardown
   // Set during setup on the event thread; reset by teardown() under reap_mu_, so a reaper
-  // that holds reap_mu_ and finds it set may poll its CQ.
+  // that holds reap_mu_ and finds it set may poll its CQ (or by the destructor, when no
+  // reaper can be left: each holds a reference).
   std::unique_ptr<QueuePair> qp_;
   std::mutex reap_mu_;  // lock order: reap_mu_, then mu_
   runtime::EventLoop::Token token_ = 0;
