@@ -1,5 +1,7 @@
 #include "core/credit/credit_params.h"
 
+#include <algorithm>
+
 #include "core/credit/credit_header.h"
 #include "core/util/byte_order.h"
 
@@ -12,7 +14,7 @@ constexpr std::size_t kVersionAt = 4;
 constexpr std::size_t kControlAt = 5;
 constexpr std::size_t kWindowAt = 6;
 constexpr std::size_t kInitialAt = 8;
-constexpr std::size_t kReservedAt = 10;
+constexpr std::size_t kReplyReserveAt = 10;
 constexpr std::size_t kMaxMessageAt = 12;
 static_assert(kMaxMessageAt + 4 == kCreditParamsSize, "the layout fills kCreditParamsSize");
 
@@ -51,8 +53,8 @@ std::string_view describe(ParamsError e) {
 
 std::ostream& operator<<(std::ostream& os, const CreditParams& p) {
   return os << "credit_params{window=" << p.receive_window << " initial=" << p.initial_receives
-            << " control=" << unsigned{p.control_receives} << " max_message=" << p.max_message
-            << "}";
+            << " control=" << unsigned{p.control_receives} << " reply_reserve=" << p.reply_reserve
+            << " max_message=" << p.max_message << "}";
 }
 
 std::array<std::uint8_t, kCreditParamsSize> encode_credit_params(const CreditParams& p) {
@@ -62,7 +64,7 @@ std::array<std::uint8_t, kCreditParamsSize> encode_credit_params(const CreditPar
   out[kControlAt] = p.control_receives;
   store_be16(&out[kWindowAt], p.receive_window);
   store_be16(&out[kInitialAt], p.initial_receives);
-  store_be16(&out[kReservedAt], 0);
+  store_be16(&out[kReplyReserveAt], p.reply_reserve);
   store_be32(&out[kMaxMessageAt], p.max_message);
   return out;
 }
@@ -77,8 +79,8 @@ Expected<CreditParams, ParamsError> decode_credit_params(
   p.control_receives = in[kControlAt];
   p.receive_window = load_be16(in + kWindowAt);
   p.initial_receives = load_be16(in + kInitialAt);
+  p.reply_reserve = load_be16(in + kReplyReserveAt);  // any value: the receiver clamps it
   p.max_message = load_be32(in + kMaxMessageAt);
-  // Reserved (kReservedAt) is ignored: a later version may use it.
   if (p.control_receives == 0 || p.receive_window == 0 || p.initial_receives > p.receive_window ||
       p.max_message < kCreditHeaderSize) {
     return unexpected(ParamsError::kBadValue);
@@ -95,6 +97,7 @@ CreditConfig config_for(const CreditParams& ours, const CreditParams& peer,
   c.peer_receive_window = peer.receive_window;
   c.peer_initial_receives = peer.initial_receives;
   c.peer_control_receives = peer.control_receives;
+  c.peer_reply_reserve = std::min<std::uint32_t>(peer.reply_reserve, c.receive_window - 1);
   c.send_queue_depth = send_queue_depth;
   c.control_send_slots = control_send_slots;
   return c;

@@ -11,7 +11,7 @@
 //   +---------------+---------------+-------------------------------+
 //   |    Version    |Control Recvs  |         Receive Window        |
 //   +---------------+---------------+-------------------------------+
-//   |        Initial Receives       |            Reserved           |
+//   |        Initial Receives       |         Reply Reserve         |
 //   +-------------------------------+-------------------------------+
 //   |                     Max Message (octets)                      |
 //   +---------------------------------------------------------------+
@@ -21,7 +21,12 @@
 //   Receive Window    data receives the sender keeps posted for the receiver (1..0xFFFF).
 //   Initial Receives  of those, posted before setup completed: the receiver's first credits
 //                     (<= Receive Window).
-//   Reserved          zero on send, ignored on receive (room for a later version).
+//   Reply Reserve     credits toward the receiver the sender keeps for replies (its requests
+//                     stop there). The receiver sends a standalone grant once the sender is
+//                     down to that many, so a sender held by its reserve always hears of the
+//                     buffers freed for it. 0: none (what peers before this field send: it was
+//                     Reserved, zero). A value at or over the receiver's window is taken as
+//                     window - 1, never refused.
 //   Max Message       the largest Send payload the sender's receive buffers hold, credit
 //                     header included (>= kCreditHeaderSize).
 //
@@ -48,6 +53,7 @@ struct CreditParams {
   std::uint8_t control_receives = 2;
   std::uint16_t receive_window = 16;
   std::uint16_t initial_receives = 16;
+  std::uint16_t reply_reserve = 0;
   std::uint32_t max_message = 4096 + 4;  // credit header included
   friend bool operator==(const CreditParams&, const CreditParams&) = default;
 };
@@ -72,8 +78,8 @@ Expected<CreditParams, ParamsError> decode_credit_params(
     std::span<const std::uint8_t> private_data);
 
 // This side's CreditConfig from what each side announced: receive_window, initial_receives
-// and control_receives from `ours`, the peer_* ones from `peer`; grant_batch and low_water
-// keep their defaults. `send_queue_depth` and `control_send_slots` are local choices (the
+// and control_receives from `ours`, the peer_* ones (peer_reply_reserve too) from `peer`;
+// grant_batch and low_water keep their defaults. `send_queue_depth` and `control_send_slots` are local choices (the
 // peer never sees them). Max Message is not part of a CreditConfig: the caller checks
 // payload sizes against peer.max_message itself. With params that decode and a valid queue
 // split (1 <= control_send_slots < send_queue_depth), credit::validate() accepts the result.

@@ -19,6 +19,7 @@ CreditConfig clamped(CreditConfig c) {
   c.peer_control_receives = std::clamp<std::uint32_t>(c.peer_control_receives, 1, kMaxControl);
   c.send_queue_depth = std::max<std::uint32_t>(c.send_queue_depth, 2);
   c.control_send_slots = std::clamp<std::uint32_t>(c.control_send_slots, 1, c.send_queue_depth - 1);
+  c.peer_reply_reserve = std::min(c.peer_reply_reserve, c.receive_window - 1);
   return c;
 }
 
@@ -38,6 +39,7 @@ CreditWindow::CreditWindow(const CreditConfig& config) : config_(clamped(config)
                                           : std::max<std::uint32_t>(1, config_.receive_window / 4);
   low_water_ = config_.low_water != CreditConfig::kDefaultLowWater ? config_.low_water
                                                                    : config_.receive_window / 4;
+  low_water_ = std::max(low_water_, config_.peer_reply_reserve);
   credits_ = config_.peer_initial_receives;
   credits_granted_total_ = credits_;
   control_credits_ = config_.peer_control_receives;
@@ -63,8 +65,8 @@ CreditHeader CreditWindow::take_pending(bool control) {
   return h;
 }
 
-Expected<CreditHeader, CreditError> CreditWindow::send_message() {
-  if (credits_ == 0) {
+Expected<CreditHeader, CreditError> CreditWindow::send_message(std::uint32_t keep) {
+  if (credits_ <= keep) {
     ++stalls_no_credit_;
     return unexpected(CreditError::kNoCredit);
   }
@@ -178,8 +180,8 @@ bool CreditWindow::can_take_data_slot() const {
          data_slots_ + control_slots_ < config_.send_queue_depth;
 }
 
-bool CreditWindow::can_send() const {
-  return credits_ > 0 && can_take_data_slot();
+bool CreditWindow::can_send(std::uint32_t keep) const {
+  return credits_ > keep && can_take_data_slot();
 }
 
 CreditCounters CreditWindow::counters() const {

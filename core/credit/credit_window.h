@@ -73,8 +73,12 @@ struct CreditConfig {
   // wants_credit_update() when this many grants are pending (0: max(1, receive_window / 4)),
   std::uint32_t grant_batch = 0;
   // ... or when any is pending and the peer holds at most this many credits (0 is valid: only
-  // once the peer has none; kDefaultLowWater: receive_window / 4).
+  // once the peer has none; kDefaultLowWater: receive_window / 4), and never below
+  // peer_reply_reserve: the credits the peer keeps for replies (credit_params.h). A peer whose
+  // requests wait for more than its reserve must hear of every buffer we free for it, or it
+  // waits for a grant we keep until a batch fills.
   std::uint32_t low_water = kDefaultLowWater;
+  std::uint32_t peer_reply_reserve = 0;  // < receive_window
   static constexpr std::uint32_t kDefaultLowWater = 0xFFFFFFFF;
   friend bool operator==(const CreditConfig&, const CreditConfig&) = default;
 };
@@ -126,8 +130,10 @@ class CreditWindow {
   // --- send side ---
   // Takes a credit and a data send slot and returns the header to put in front of the
   // payload, carrying every pending grant and control return. kNoCredit / kNoSendSlot: nothing
-  // changed, retry later. The send queue entry is ours until on_send_completed(kData).
-  Expected<CreditHeader, CreditError> send_message();
+  // changed but the stall counters, retry later. The send queue entry is ours until
+  // on_send_completed(kData). `keep` credits are left alone (a request leaves the reply
+  // reserve to replies): with credits() <= keep the answer is kNoCredit, counted as a stall.
+  Expected<CreditHeader, CreditError> send_message(std::uint32_t keep = 0);
   // True when pending grants should go now on their own: grant_batch reached, or the peer is
   // at or below low_water credits. Does not say whether a control credit and slot are free.
   bool wants_credit_update() const;
@@ -154,7 +160,7 @@ class CreditWindow {
   // --- state ---
   std::uint32_t credits() const { return credits_; }
   std::uint32_t control_credits() const { return control_credits_; }
-  bool can_send() const;  // send_message() would succeed
+  bool can_send(std::uint32_t keep = 0) const;  // send_message(keep) would succeed
   CreditCounters counters() const;
   const CreditConfig& config() const { return config_; }
   // Empty when every invariant above holds, else which one is broken.

@@ -567,9 +567,12 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
         peer_private_data) {
   if (!config_error.empty()) return unexpected(invalid_argument("endpoint config: " + config_error));
   const std::uint32_t buffer_size = config.max_message + credit::kCreditHeaderSize;
-  const credit::CreditParams ours{static_cast<std::uint8_t>(config.control_receives),
-                                  static_cast<std::uint16_t>(config.receive_window),
-                                  static_cast<std::uint16_t>(config.receive_window), buffer_size};
+  credit::CreditParams ours;
+  ours.control_receives = static_cast<std::uint8_t>(config.control_receives);
+  ours.receive_window = static_cast<std::uint16_t>(config.receive_window);
+  ours.initial_receives = ours.receive_window;
+  ours.reply_reserve = static_cast<std::uint16_t>(config.reply_reserve);
+  ours.max_message = buffer_size;
   auto peer = std::make_shared<Peer>();
   transport::QpCaps caps;
   {

@@ -308,9 +308,34 @@ def credit_corpus():
     }
 
 
+def peer_channel_corpus():
+    # [window][control][queue depth][queue limit][reserve][flags] then one-octet operations
+    # (peer_channel_fuzzer.cc): 0 a peer message (length, octets), 1 send (length), 2 reply,
+    # 3 hold, 4 release, 5 a send completes (flushed bit), 6 flush, 7 refuse the next post,
+    # 8 closed or failed, 9 a receive completes in error, 10 delivered.
+    def header(control=False, returned=0, grant=0):
+        return bytes([0x10 | (0x01 if control else 0), returned]) + be16(grant)
+    def message(octets):
+        return b"\x00" + bytes([len(octets)]) + octets
+    # window 4, 1 control receive, queue depth 6, limit 4, reserve 1; the peer's window 4
+    config = bytes([3, 0, 1, 4, 1, 6])
+    return {
+        "request_reply": config + message(header() + b"q") + b"\x02\x00\x05\x00\x06",
+        "send_until_try_again": config + b"\x01\x08" * 10 + message(header(grant=3)) + b"\x06",
+        "hold_then_release": config + message(header() + b"a") + b"\x03\x00\x06\x04\x00\x06",
+        "liar_grant": config + message(header(grant=0x4000)),
+        "liar_return": config + message(header(returned=9)),
+        "overrun": config + message(header() + b"x") * 6,
+        "control_with_payload": config + message(header(control=True) + b"p"),
+        "refused_post": config + b"\x07\x01\x04",
+        "peer_closes_with_held": config + message(header() + b"a") + b"\x03\x00\x08\x00\x04\x00",
+        "rogue_ignores_credits": bytes([3, 0, 1, 4, 1, 7]) + b"\x01\x04" * 8,
+    }
+
+
 def credit_params_corpus():
     # The MPA private data as the peer sent it (credit_params_fuzzer.cc): magic "RICR",
-    # version, control receives, receive window, initial receives, reserved, max message.
+    # version, control receives, receive window, initial receives, reply reserve, max message.
     def params(window=16, initial=16, control=2, max_message=4100, magic=b"RICR", version=1,
                reserved=0):
         return magic + bytes([version, control]) + be16(window) + be16(initial) + be16(reserved) \
@@ -447,6 +472,7 @@ def main():
         "telemetry_snapshot_fuzzer": telemetry_snapshot_corpus(),
         "credit_params_fuzzer": credit_params_corpus(),
         "credit_window_fuzzer": credit_corpus(),
+        "peer_channel_fuzzer": peer_channel_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),
         "rdmap_endpoint_fuzzer": endpoint_corpus(),
         "mpa_frame_fuzzer": mpa_corpus(),

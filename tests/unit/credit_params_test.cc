@@ -64,13 +64,20 @@ TEST(CreditParams, LongerPrivateDataIsTheApplicationsAndIgnored) {
   EXPECT_EQ(*p, params(32, 16, 4, 1028));
 }
 
-TEST(CreditParams, ReservedFieldIsIgnoredOnReceive) {
-  Bytes pd = encoded(params(8, 8, 2, 100));
+TEST(CreditParams, ReplyReserveIsOctetsTenAndElevenAndAnyValueDecodes) {
+  CreditParams want = params(8, 8, 2, 100);
+  want.reply_reserve = 3;
+  Bytes pd = encoded(want);
+  EXPECT_EQ(pd[10], 0x00);
+  EXPECT_EQ(pd[11], 0x03);
+  EXPECT_EQ(*decode_credit_params(pd), want);
+  // Peers before the field sent zero there (it was Reserved): no reserve. A value beyond
+  // the window decodes too; the receiver clamps it (config_for).
   pd[10] = 0xFF;
-  pd[11] = 0x01;
   auto p = decode_credit_params(pd);
   ASSERT_TRUE(p);
-  EXPECT_EQ(*p, params(8, 8, 2, 100));
+  EXPECT_EQ(p->reply_reserve, 0xFF03);
+  EXPECT_EQ(config_for(params(8, 8, 2, 100), *p, 10, 2).peer_reply_reserve, 7u);
 }
 
 TEST(CreditParams, ShortPrivateDataIsRefused) {
@@ -136,7 +143,7 @@ TEST(CreditParams, ErrorsHaveStableNamesAndSentences) {
 TEST(CreditParams, PrintsItself) {
   std::ostringstream os;
   os << params(32, 8, 3, 1028);
-  EXPECT_EQ(os.str(), "credit_params{window=32 initial=8 control=3 max_message=1028}");
+  EXPECT_EQ(os.str(), "credit_params{window=32 initial=8 control=3 reply_reserve=0 max_message=1028}");
 }
 
 TEST(CreditParams, ConfigTakesOurReceivesAndThePeersAsPeer) {
