@@ -1,22 +1,27 @@
 // messaging_bindings.cc - the N:N message endpoint with end-to-end credits
 // (core/messaging/message_endpoint.h). The typed API is rdma_interop.messaging.
 //
-// Threading. The endpoint calls its handlers on its own progress thread: each Python handler
-// takes the GIL there, gets the payload as bytes (a copy: the receive buffer is posted again
-// once the handler returns) and runs; an exception it raises goes to sys.unraisablehook (the
-// progress thread has no caller to give it to). Every call that can wait (connect, accept,
-// wait_ready, close_peer, close and the destructor) releases the GIL, so the progress thread
-// can run handlers meanwhile; a caller that kept the GIL while the endpoint's destructor
-// joins that thread would deadlock with a handler waiting for it.
+// Threading. The endpoint runs its handlers on a provider thread (the one that read the
+// message), which must never wait for the GIL: while Python runs, that thread would receive
+// for no connection. So the Python handlers get the one handler thread left: the endpoint's
+// C++ handler hands each event to it. A message is held for it (copied for Python, its
+// receive buffer kept, so not granted to the peer again) and released once the Python handler
+// returns, unless the handler held or answered it: a slow Python consumer slows its senders
+// through credits, as in C++. Each Python handler takes the GIL on that thread and runs; an
+// exception it raises goes to sys.unraisablehook. Every call that can wait (connect, accept,
+// wait_ready, close_peer, close and the destructor) releases the GIL; send, reply, hold and
+// release never wait for another thread.
 //
-// The handlers are given once, to the constructor: a std::function the progress thread copies
-// then only ever shares the callable (a shared_ptr, no Python reference count touched without
-// the GIL), and the last reference goes when the endpoint is destroyed, taking the GIL then.
+// The handlers are given once, to the constructor: a shared_ptr to each callable, whose last
+// reference goes with the GIL held.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -38,18 +43,21 @@ namespace {
 using messaging::MessageEndpoint;
 using transport::Millis;
 
-// True on an endpoint's progress thread while it runs a Python handler. A handler that called
-// close() would make the thread join itself (std::terminate in a destructor), and one that
-// waited in close_peer() or wait_ready() would hold up the very thread that has to make the
-// progress it waits for: those calls refuse from a handler instead. Per thread, so no state
-// is shared between endpoints.
+// True on the Python handler thread while it runs a Python handler. A handler that called
+// close() would make that thread join itself (std::terminate in a destructor), and one that
+// waited in close_peer() or wait_ready() would hold up the handlers behind it: those calls
+// refuse from a handler instead. Per thread, so no state is shared between endpoints.
 thread_local bool in_handler = false;
+// The message the running handler was given, and whether it hold()s it (then it is not
+// released when the handler returns).
+thread_local messaging::MessageId handler_message = 0;
+thread_local bool handler_held = false;
 
 void refuse_in_handler(const char* call) {
   if (in_handler) {
     throw py::value_error(std::string(call) +
                           " cannot be called from a handler: it waits for the endpoint's "
-                          "progress thread, which is running the handler");
+                          "handler thread, which is running the handler");
   }
 }
 
@@ -87,41 +95,167 @@ std::shared_ptr<PyCallable> callable_or_null(const py::object& fn) {
   return std::make_shared<PyCallable>(fn);
 }
 
+// The thread the Python handlers run on, in the order the endpoint found the events.
+class PythonHandlerThread {
+ public:
+  struct Job {
+    enum class Kind : std::uint8_t { kMessage, kReady, kFailure, kClose } kind = Kind::kMessage;
+    messaging::PeerId peer = 0;
+    messaging::MessageId message = 0;
+    std::vector<std::uint8_t> payload;
+    std::string why;
+  };
+
+  PythonHandlerThread(std::shared_ptr<PyCallable> message, std::shared_ptr<PyCallable> ready,
+                      std::shared_ptr<PyCallable> failure, std::shared_ptr<PyCallable> close)
+      : message_(std::move(message)),
+        ready_(std::move(ready)),
+        failure_(std::move(failure)),
+        close_(std::move(close)) {}
+  ~PythonHandlerThread() { stop(); }
+  PythonHandlerThread(const PythonHandlerThread&) = delete;
+  PythonHandlerThread& operator=(const PythonHandlerThread&) = delete;
+
+  bool wants(Job::Kind kind) const {
+    switch (kind) {
+      case Job::Kind::kMessage:
+        return message_ != nullptr;
+      case Job::Kind::kReady:
+        return ready_ != nullptr;
+      case Job::Kind::kFailure:
+        return failure_ != nullptr;
+      case Job::Kind::kClose:
+        return close_ != nullptr;
+    }
+    return false;
+  }
+
+  // Starts the thread (the GIL released by the caller); `endpoint` outlives it (stop() first).
+  void start(MessageEndpoint& endpoint) {
+    endpoint_ = &endpoint;
+    thread_ = std::thread([this] { run(); });
+  }
+  // From the endpoint's handlers (a provider thread): never waits for Python.
+  void post(Job job) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+  // Drops what waits, lets the running handler return, joins. Without the GIL; not from
+  // this thread.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      jobs_.clear();
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+        if (stopping_) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      py::gil_scoped_acquire gil;
+      switch (job.kind) {
+        case Job::Kind::kMessage: {
+          handler_message = job.message;
+          handler_held = false;
+          message_->call(
+              "rdma_interop.messaging on_message handler", job.peer, job.message,
+              py::bytes(reinterpret_cast<const char*>(job.payload.data()), job.payload.size()));
+          // Not held and not answered: its buffer goes back to the peer now (kNotHeld, and
+          // nothing done, when the handler replied).
+          if (!handler_held) (void)endpoint_->release(job.message);
+          handler_message = 0;
+          break;
+        }
+        case Job::Kind::kReady:
+          ready_->call("rdma_interop.messaging on_ready handler", job.peer);
+          break;
+        case Job::Kind::kFailure:
+          failure_->call("rdma_interop.messaging on_failure handler", job.peer, job.why);
+          break;
+        case Job::Kind::kClose:
+          close_->call("rdma_interop.messaging on_close handler", job.peer, job.why);
+          break;
+      }
+    }
+  }
+
+  const std::shared_ptr<PyCallable> message_;
+  const std::shared_ptr<PyCallable> ready_;
+  const std::shared_ptr<PyCallable> failure_;
+  const std::shared_ptr<PyCallable> close_;
+  MessageEndpoint* endpoint_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 // The endpoint as Python holds it. Calls that wait hold their own reference while the GIL is
 // released, so close() from another thread leaves the endpoint to the last of them; whoever
 // drops the last reference does so with the GIL released.
 class EndpointHandle {
  public:
   EndpointHandle(messaging::EndpointConfig config, const py::object& on_message,
-                 const py::object& on_ready, const py::object& on_failure) {
-    auto message = callable_or_null(on_message);
-    auto ready = callable_or_null(on_ready);
-    auto failure = callable_or_null(on_failure);
-    py::gil_scoped_release release;  // the constructor starts the progress thread
-    endpoint_ = std::make_shared<MessageEndpoint>(std::move(config));
-    if (message) {
-      endpoint_->on_message([message](const messaging::Message& m) {
-        py::gil_scoped_acquire gil;
-        message->call("rdma_interop.messaging on_message handler", m.peer, m.id,
-                      to_bytes(m.payload));
+                 const py::object& on_ready, const py::object& on_failure,
+                 const py::object& on_close) {
+    auto handlers = std::make_shared<PythonHandlerThread>(
+        callable_or_null(on_message), callable_or_null(on_ready), callable_or_null(on_failure),
+        callable_or_null(on_close));
+    py::gil_scoped_release release;
+    auto endpoint = std::shared_ptr<MessageEndpoint>(new MessageEndpoint(std::move(config)),
+                                                     [handlers](MessageEndpoint* ep) {
+                                                       // The Python thread first (it calls
+                                                       // release() on the endpoint), then the
+                                                       // endpoint.
+                                                       handlers->stop();
+                                                       delete ep;
+                                                     });
+    using Kind = PythonHandlerThread::Job::Kind;
+    MessageEndpoint& ep = *endpoint;
+    if (handlers->wants(Kind::kMessage)) {
+      ep.on_message([&ep, h = handlers.get()](const messaging::Message& m) {
+        // Held until the Python handler is done with it: the buffer is not granted again.
+        (void)ep.hold(m.id);
+        h->post({Kind::kMessage, m.peer, m.id, {m.payload.begin(), m.payload.end()}, {}});
       });
     }
-    if (ready) {
-      endpoint_->on_ready([ready](messaging::PeerId peer) {
-        py::gil_scoped_acquire gil;
-        ready->call("rdma_interop.messaging on_ready handler", peer);
+    if (handlers->wants(Kind::kReady)) {
+      ep.on_ready([h = handlers.get()](messaging::PeerId peer) {
+        h->post({Kind::kReady, peer, 0, {}, {}});
       });
     }
-    if (failure) {
-      endpoint_->on_failure([failure](messaging::PeerId peer, const std::string& why) {
-        py::gil_scoped_acquire gil;
-        failure->call("rdma_interop.messaging on_failure handler", peer, why);
+    if (handlers->wants(Kind::kFailure)) {
+      ep.on_failure([h = handlers.get()](messaging::PeerId peer, const std::string& why) {
+        h->post({Kind::kFailure, peer, 0, {}, why});
       });
     }
+    if (handlers->wants(Kind::kClose)) {
+      ep.on_close([h = handlers.get()](messaging::PeerId peer, const std::string& why) {
+        h->post({Kind::kClose, peer, 0, {}, why});
+      });
+    }
+    handlers->start(ep);
+    endpoint_ = std::move(endpoint);
   }
   ~EndpointHandle() {
     if (in_handler && endpoint_) {
-      // The last reference went inside one of its own handlers: the progress thread cannot
+      // The last reference went inside one of its own handlers: the handler thread cannot
       // join itself, so another thread ends the endpoint once the handler has returned.
       std::thread([endpoint = std::move(endpoint_)]() mutable { endpoint.reset(); }).detach();
       return;
@@ -142,7 +276,7 @@ class EndpointHandle {
     return endpoint_;
   }
 
-  // Closes every peer and stops the progress thread (GIL released). Idempotent.
+  // Stops the handler thread and closes every peer (GIL released). Idempotent.
   void close() {
     refuse_in_handler("close()");
     auto endpoint = std::move(endpoint_);
@@ -219,6 +353,8 @@ void bind_counters(py::module_& m) {
       .def_readonly("messages_received", &PeerStats::messages_received)
       .def_readonly("bytes_received", &PeerStats::bytes_received)
       .def_readonly("lost", &PeerStats::lost)
+      .def_readonly("held_released", &PeerStats::held_released)
+      .def_readonly("stalled_ms", &PeerStats::stalled_ms)
       .def_readonly("local_address", &PeerStats::local_address)
       .def_readonly("peer_address", &PeerStats::peer_address);
 
@@ -260,11 +396,11 @@ void bind_config(py::module_& m) {
 void bind_endpoint(py::module_& m) {
   py::class_<EndpointHandle>(m, "MessageEndpoint")
       .def(py::init<messaging::EndpointConfig, const py::object&, const py::object&,
-                    const py::object&>(),
+                    const py::object&, const py::object&>(),
            py::arg("config"), py::arg("on_message") = py::none(), py::arg("on_ready") = py::none(),
-           py::arg("on_failure") = py::none(),
-           "Starts the progress thread. on_message(peer, message_id, payload: bytes), "
-           "on_ready(peer), on_failure(peer, why) run on it, with the GIL.")
+           py::arg("on_failure") = py::none(), py::arg("on_close") = py::none(),
+           "Starts the handler thread. on_message(peer, message_id, payload: bytes), "
+           "on_ready(peer), on_failure(peer, why), on_close(peer, why) run on it, with the GIL.")
       .def(
           "connect",
           [](const EndpointHandle& h, transport::Provider& provider, std::string_view uri,
@@ -322,7 +458,12 @@ void bind_endpoint(py::module_& m) {
       .def(
           "hold",
           [](const EndpointHandle& h, messaging::MessageId id) {
-            return std::string(messaging::status_name(h.get().hold(id)));
+            const auto status = h.get().hold(id);
+            // The running handler keeps its own message: not released when it returns.
+            if (in_handler && id == handler_message && status == messaging::SendStatus::kOk) {
+              handler_held = true;
+            }
+            return std::string(messaging::status_name(status));
           },
           py::arg("message_id"))
       .def(
@@ -348,7 +489,7 @@ void bind_endpoint(py::module_& m) {
           py::arg("peer"))
       .def("endpoint_stats", [](const EndpointHandle& h) { return h.get().endpoint_stats(); })
       .def("close", &EndpointHandle::close,
-           "Closes every peer and stops the progress thread (GIL released).")
+           "Stops the handler thread and closes every peer (GIL released).")
       .def_property_readonly("closed", &EndpointHandle::closed);
 }
 

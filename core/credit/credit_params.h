@@ -79,9 +79,9 @@ Expected<CreditParams, ParamsError> decode_credit_params(
 
 // This side's CreditConfig from what each side announced: receive_window, initial_receives
 // and control_receives from `ours`, the peer_* ones (peer_reply_reserve too) from `peer`;
-// grant_batch and low_water keep their defaults. `send_queue_depth` and `control_send_slots` are local choices (the
-// peer never sees them). Max Message is not part of a CreditConfig: the caller checks
-// payload sizes against peer.max_message itself. With params that decode and a valid queue
+// grant_batch and low_water keep their defaults. `send_queue_depth` and `control_send_slots` are
+// local choices (the peer never sees them). Max Message is not part of a CreditConfig: the caller
+// checks payload sizes against peer.max_message itself. With params that decode and a valid queue
 // split (1 <= control_send_slots < send_queue_depth), credit::validate() accepts the result.
 CreditConfig config_for(const CreditParams& ours, const CreditParams& peer,
                         std::uint32_t send_queue_depth, std::uint32_t control_send_slots);

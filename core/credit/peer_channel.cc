@@ -55,7 +55,8 @@ ChannelAction event(ChannelAction::Type type, std::uint32_t index = 0) {
 std::string config_problem(const ChannelConfig& c) {
   if (c.max_message == 0 || c.max_message > kMaxMessage) return "max_message must be 1..16777215";
   if (c.receive_window == 0 || c.receive_window > 0xFFFF) return "receive_window must be 1..65535";
-  if (c.control_receives == 0 || c.control_receives > 0xFF) return "control_receives must be 1..255";
+  if (c.control_receives == 0 || c.control_receives > 0xFF)
+    return "control_receives must be 1..255";
   if (c.control_send_slots == 0 || c.control_send_slots >= c.send_queue_depth) {
     return "control_send_slots must be at least 1 and below send_queue_depth";
   }
@@ -66,35 +67,52 @@ std::string config_problem(const ChannelConfig& c) {
 
 std::string_view status_name(SendStatus s) {
   switch (s) {
-    case SendStatus::kOk: return "ok";
-    case SendStatus::kTryAgain: return "try_again";
-    case SendStatus::kTooLong: return "too_long";
-    case SendStatus::kUnknownPeer: return "unknown_peer";
-    case SendStatus::kPeerFailed: return "peer_failed";
-    case SendStatus::kNotHeld: return "not_held";
+    case SendStatus::kOk:
+      return "ok";
+    case SendStatus::kTryAgain:
+      return "try_again";
+    case SendStatus::kTooLong:
+      return "too_long";
+    case SendStatus::kUnknownPeer:
+      return "unknown_peer";
+    case SendStatus::kPeerFailed:
+      return "peer_failed";
+    case SendStatus::kNotHeld:
+      return "not_held";
   }
   return "unknown";
 }
 
 std::string_view state_name(ChannelState s) {
   switch (s) {
-    case ChannelState::kConnecting: return "connecting";
-    case ChannelState::kConnected: return "connected";
-    case ChannelState::kFailed: return "failed";
-    case ChannelState::kClosed: return "closed";
+    case ChannelState::kConnecting:
+      return "connecting";
+    case ChannelState::kConnected:
+      return "connected";
+    case ChannelState::kFailed:
+      return "failed";
+    case ChannelState::kClosed:
+      return "closed";
   }
   return "unknown";
 }
 
 std::string_view type_name(ChannelAction::Type t) {
   switch (t) {
-    case ChannelAction::Type::kPostSend: return "post_send";
-    case ChannelAction::Type::kPostRecv: return "post_recv";
-    case ChannelAction::Type::kDeliver: return "deliver";
-    case ChannelAction::Type::kTerminate: return "terminate";
-    case ChannelAction::Type::kReady: return "ready";
-    case ChannelAction::Type::kFailed: return "failed";
-    case ChannelAction::Type::kClosed: return "closed";
+    case ChannelAction::Type::kPostSend:
+      return "post_send";
+    case ChannelAction::Type::kPostRecv:
+      return "post_recv";
+    case ChannelAction::Type::kDeliver:
+      return "deliver";
+    case ChannelAction::Type::kTerminate:
+      return "terminate";
+    case ChannelAction::Type::kReady:
+      return "ready";
+    case ChannelAction::Type::kFailed:
+      return "failed";
+    case ChannelAction::Type::kClosed:
+      return "closed";
   }
   return "unknown";
 }
@@ -154,8 +172,8 @@ Expected<CreditConfig, std::string> PeerChannel::established(const CreditParams&
   }
   CreditConfig cc =
       config_for(announced(), theirs, config_.send_queue_depth, config_.control_send_slots);
-  cc.grant_batch =
-      config_.grant_batch != 0 ? config_.grant_batch : std::max<std::uint32_t>(1, cc.receive_window / 2);
+  cc.grant_batch = config_.grant_batch != 0 ? config_.grant_batch
+                                            : std::max<std::uint32_t>(1, cc.receive_window / 2);
   if (!validate(cc) || theirs.max_message < kCreditHeaderSize) {
     std::string why = "credit parameters do not work together";
     end(ChannelState::kFailed, why, false);
@@ -188,8 +206,8 @@ SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint no
   if (requests_.empty() && replies_.empty() && try_post(payload, std::nullopt, true)) {
     return SendStatus::kOk;
   }
-  if (!open()) return state_ == ChannelState::kFailed ? SendStatus::kPeerFailed
-                                                      : SendStatus::kUnknownPeer;
+  if (!open())
+    return state_ == ChannelState::kFailed ? SendStatus::kPeerFailed : SendStatus::kUnknownPeer;
   if (!can_queue()) {
     ++refused_;
     refused_since_ready_ = true;
@@ -212,8 +230,8 @@ SendStatus PeerChannel::reply(std::uint32_t index, std::span<const std::uint8_t>
   if (state_ != ChannelState::kConnected) return SendStatus::kUnknownPeer;
   if (payload.size() > peer_max_payload_) return SendStatus::kTooLong;
   if (replies_.empty() && try_post(payload, index, true)) return SendStatus::kOk;
-  if (!open()) return state_ == ChannelState::kFailed ? SendStatus::kPeerFailed
-                                                      : SendStatus::kUnknownPeer;
+  if (!open())
+    return state_ == ChannelState::kFailed ? SendStatus::kPeerFailed : SendStatus::kUnknownPeer;
   if (st == RxState::kHeld) --held_;
   rx_state_[index] = RxState::kReplying;
   note_queue(now);
@@ -245,7 +263,9 @@ void PeerChannel::delivered(std::uint32_t index, TimePoint) {
   if (index < rx_count_ && rx_state_[index] == RxState::kDelivering) repost_data(index);
 }
 
-void PeerChannel::flush(TimePoint now) { pump(now); }
+void PeerChannel::flush(TimePoint now) {
+  pump(now);
+}
 
 // ---- completions ---------------------------------------------------------------------
 
@@ -293,7 +313,8 @@ void PeerChannel::complete_receive(std::uint32_t index, std::uint32_t byte_len,
     return;
   }
   if (!open()) return;
-  const std::span<const std::uint8_t> bytes(receive_buffer(index), std::min(byte_len, buffer_size_));
+  const std::span<const std::uint8_t> bytes(receive_buffer(index),
+                                            std::min(byte_len, buffer_size_));
   auto m = window_->on_receive(bytes);
   if (!m) {
     terminate_for(m.error());
@@ -343,9 +364,13 @@ void PeerChannel::peer_closed(std::string detail) {
   end(ChannelState::kClosed, std::move(detail), true);
 }
 
-void PeerChannel::fail(std::string detail) { end(ChannelState::kFailed, std::move(detail), true); }
+void PeerChannel::fail(std::string detail) {
+  end(ChannelState::kFailed, std::move(detail), true);
+}
 
-void PeerChannel::close() { end(ChannelState::kClosed, "closed by the application", false); }
+void PeerChannel::close() {
+  end(ChannelState::kClosed, "closed by the application", false);
+}
 
 void PeerChannel::end(ChannelState state, std::string detail, bool announce) {
   if (state_ == ChannelState::kFailed || state_ == ChannelState::kClosed) return;
@@ -545,7 +570,8 @@ std::string PeerChannel::broken_invariant() const {
       if (c.posted + c.control_posted != posted) {
         return "the window's posted receives != buffers posted";
       }
-      if (posted + with_application != rx_count_) return "a receive buffer is neither posted nor with the application";
+      if (posted + with_application != rx_count_)
+        return "a receive buffer is neither posted nor with the application";
     }
   }
   return {};

@@ -96,8 +96,8 @@ std::string_view status_name(SendStatus s);  // stable id: "try_again"
 enum class ChannelState : std::uint8_t {
   kConnecting,  // buffers posted, the peer's numbers not known yet
   kConnected,
-  kFailed,      // broken (Terminate, reset, a post refused): see detail()
-  kClosed,      // closed in order, by us or by the peer
+  kFailed,  // broken (Terminate, reset, a post refused): see detail()
+  kClosed,  // closed in order, by us or by the peer
 };
 std::string_view state_name(ChannelState s);  // "connecting", "connected", "failed", "closed"
 
@@ -131,7 +131,7 @@ struct ChannelCounters {
   std::uint64_t bytes_sent = 0;     // their payload octets
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
-  std::uint64_t lost = 0;           // taken by send()/reply() but never posted: the connection ended
+  std::uint64_t lost = 0;  // taken by send()/reply() but never posted: the connection ended
   std::uint64_t held_released = 0;  // held or in a handler when the connection failed
   // How long the oldest queued message has waited for a credit (zero: none waits).
   std::chrono::nanoseconds stalled_for{0};

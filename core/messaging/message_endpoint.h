@@ -2,21 +2,15 @@
 // by configuration, no head-of-line blocking between peers, a completion entry reserved for
 // every work request, and EAGAIN instead of blocking.
 //
-// One endpoint talks to many peers, one connection each, over any provider (tcp, verbs). Per
-// peer it keeps:
-//   - a CreditWindow (core/credit/credit_window.h): a message goes only with a credit, i.e.
-//     onto a receive buffer the peer posted for us; grants ride on every message header and
-//     standalone updates use send slots reserved for control;
-//   - receive buffers: receive_window data + control_receives control, max_message + 4
-//     octets each, all posted at setup; the numbers are exchanged in the MPA private data
-//     (core/credit/credit_params.h), so both sides know each other's window from the start;
-//   - two bounded send queues: replies (at most one per message held from that peer) before
-//     requests (at most send_queue_limit). A peer that stops consuming runs out of its own
-//     credits and fills only its own queues; send() to it returns kTryAgain while every
-//     other peer keeps going.
-// All connections share one completion queue (core/transport/completion_queue.h) of
-// sum(send_queue_depth + receive buffers) entries, and a CompletionBudget
-// (core/credit/completion_budget.h) reserves an entry before every post: no overrun.
+// One endpoint talks to many peers, one connection each, over any provider (tcp, verbs).
+// Everything it decides per peer is a sans-I/O engine, core/credit/peer_channel.h: credits
+// (a message goes only onto a receive buffer the peer posted for us), the buffers and their
+// reposting, two bounded send queues (replies before requests: a peer that stops consuming
+// fills only its own, and send() to it answers kTryAgain while every other peer keeps going),
+// receive hold-back, the reply reserve, grant batching and the completion budget. The
+// numbers are exchanged in the MPA private data (core/credit/credit_params.h). This file is
+// the glue: it carries the channel's work requests to the connection and completions back,
+// and runs the application's handlers.
 //
 // Receive hold-back. A handler that will answer a message replies with reply(), at once or
 // later after hold(): the message's receive buffer is not posted again (so not granted to the
@@ -29,12 +23,29 @@
 // gets the protocol's Terminate (a message without a credit: DDP untagged "no buffer", RFC
 // 5041 s7.2 code 0x02); only its connection ends.
 //
-// Threading: every member is thread-safe. Handlers run on the endpoint's progress thread, one
-// at a time, with no endpoint lock held: they may call send(), reply(), hold() and release().
-// No handler runs once close() (or the destructor) has returned: state a handler uses must
-// outlive the endpoint, or the endpoint must be closed before that state is destroyed.
-// The payload a handler sees is valid until the handler returns, or, when held, until reply()
-// or release().
+// Threading: run to completion, as rsockets and eRPC grant credits on the thread that
+// processed the message. There is no thread of the endpoint's own. All connections share one
+// completion queue (core/transport/completion_queue.h) whose handler is the endpoint: the
+// thread that made a completion (the provider's event thread reading a socket or a device
+// CQ, provider.h) processes it at once: the channel takes the message and its grants, posts
+// buffers again, sends what the grants let go, and runs the handlers. A completion made
+// inside one of the application's calls here (a send completing in post_send) is processed
+// when the call returns, on its thread, but a handler never runs inside such a call: what
+// one found for a handler (a peer ready again, a failure) is run by the provider's event
+// thread (CompletionQueue::run_soon).
+// - Every member is thread-safe. Handlers run one at a time, on a provider thread, with no
+//   endpoint lock held: they may call send(), reply(), hold() and release(). They must not
+//   block: while one runs, that provider thread receives for no one. A handler with slow
+//   work hold()s the message and answers from a thread of its own (tools/rdma-mesh's
+//   slow consumer does). wait_ready(), close_peer() and close() wait for the provider's
+//   thread: not from a handler (close() from a handler only stops later handlers).
+// - No handler runs once close() (or the destructor) has returned: state a handler uses must
+//   outlive the endpoint, or the endpoint must be closed before that state is destroyed.
+// - The payload a handler sees is valid until the handler returns, or, when held, until
+//   reply() or release().
+// - Locks, outermost first: the endpoint's dispatch lock (one thread processes completions at
+//   a time, so they are taken in queue order), a peer's lock (its channel and connection
+//   calls), then the provider's. The peers map and the handler queue have leaf locks.
 //
 //   MessageEndpoint ep(config);
 //   ep.on_message([&](const Message& m) { ep.reply(m.id, answer(m.payload)); });
@@ -53,6 +64,7 @@
 
 #include "core/credit/completion_budget.h"
 #include "core/credit/credit_window.h"
+#include "core/credit/peer_channel.h"
 #include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/util/expected.h"
@@ -92,18 +104,14 @@ struct Message {
   std::span<const std::uint8_t> payload;
 };
 
-enum class SendStatus : std::uint8_t {
-  kOk,           // queued or posted: it will be delivered unless the connection fails
-  kTryAgain,     // the peer's queue is full (it is not consuming): nothing queued (EAGAIN)
-  kTooLong,      // payload over the peer's max_message
-  kUnknownPeer,  // no such peer, or it was closed
-  kPeerFailed,   // the connection failed (see PeerStats::detail)
-  kNotHeld,      // reply()/release(): no such received message, or already answered
-};
-std::string_view status_name(SendStatus s);  // stable id: "try_again"
+// send(), reply(), hold() and release() answer with the channel's statuses (kOk, kTryAgain,
+// kTooLong, kUnknownPeer, kPeerFailed, kNotHeld: core/credit/peer_channel.h).
+using SendStatus = credit::SendStatus;
+using credit::status_name;  // stable id: "try_again"
 
-enum class PeerState : std::uint8_t { kConnecting, kConnected, kFailed, kClosed };
-std::string_view state_name(PeerState s);  // "connecting", "connected", "failed", "closed"
+// connecting, connected, failed (see PeerStats::detail), closed (by us or by the peer).
+using PeerState = credit::ChannelState;
+using credit::state_name;  // "connecting", "connected", "failed", "closed"
 
 struct PeerStats {
   std::string name;
@@ -112,15 +120,17 @@ struct PeerStats {
   std::optional<wire::TerminateMessage> terminate_sent;
   std::optional<wire::TerminateMessage> terminate_received;
   credit::CreditCounters credit;
-  std::uint32_t queued = 0;   // requests waiting for a credit
+  std::uint32_t queued = 0;  // requests waiting for a credit
   std::uint32_t replies_queued = 0;
-  std::uint32_t held = 0;     // received messages held (handler returned without answer)
-  std::uint64_t refused = 0;  // send() returned kTryAgain
+  std::uint32_t held = 0;           // received messages held (handler returned without answer)
+  std::uint64_t refused = 0;        // send() returned kTryAgain
   std::uint64_t messages_sent = 0;  // data messages posted (requests and replies)
   std::uint64_t bytes_sent = 0;     // their payload octets
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
-  std::uint64_t lost = 0;  // accepted by send()/reply() but never posted: the peer failed first
+  std::uint64_t lost = 0;  // accepted by send()/reply() but never posted: the connection ended
+  std::uint64_t held_released = 0;  // held when the connection ended: can no longer be answered
+  double stalled_ms = 0;  // how long messages have waited for credit without a break (0: none)
   std::string local_address;
   std::string peer_address;
 };
@@ -129,13 +139,16 @@ struct EndpointStats {
   credit::CompletionBudgetCounters budget;
   transport::CompletionQueueCounters cq;
   std::uint64_t bytes_allocated = 0;  // buffers of every peer (the configured memory bound)
+  // budget: each peer's share of the completion queue, summed; high_water is the sum of the
+  // peers' own (an upper bound of the most reserved at once).
 };
 
 class MessageEndpoint {
  public:
   using MessageHandler = std::function<void(const Message&)>;
-  using ReadyHandler = std::function<void(PeerId)>;                      // may send again
+  using ReadyHandler = std::function<void(PeerId)>;  // may send again
   using FailureHandler = std::function<void(PeerId, const std::string&)>;
+  using CloseHandler = std::function<void(PeerId, const std::string&)>;
 
   // The config is checked when a peer is added (kInvalidArgument then).
   explicit MessageEndpoint(EndpointConfig config);
@@ -149,6 +162,7 @@ class MessageEndpoint {
   void on_message(MessageHandler handler);
   void on_ready(ReadyHandler handler);      // a peer that refused a send has room again
   void on_failure(FailureHandler handler);  // a peer's connection failed (once per peer)
+  void on_close(CloseHandler handler);      // a peer closed its connection in order (once)
 
   // Connects to a listener that accepts with accept() below. `options` supplies the policy,
   // timeout and retries; its caps are the endpoint's, and its private data goes after the
@@ -183,16 +197,16 @@ class MessageEndpoint {
   // Ends one peer's connection (orderly close); its queued messages are counted lost.
   void close_peer(PeerId peer, transport::Millis timeout);
 
-  // Stops the progress thread, waiting for a handler that is running to return, then closes
-  // every peer's connection at once (FIN after what is already on its way; queued messages
-  // are dropped; close_peer() first for an orderly end). Once it returns no handler runs
-  // again, so whatever the handlers use may be destroyed. A connect() or accept() in
-  // progress on another thread is waited for (it fails with kInvalidArgument and closes its
-  // connection): close() can take as long as its setup timeout. Idempotent and thread-safe;
-  // later connect()/accept() fail with kInvalidArgument, send() returns kUnknownPeer.
-  // From a handler it cannot wait for itself: it only stops every later handler and
-  // returns; the connections are closed by the next close() on another thread, or the
-  // destructor. The endpoint must not be destroyed from its own handler.
+  // Stops handlers, waiting for one that is running to return, then closes every peer's
+  // connection at once (FIN after what is already on its way; queued messages are dropped;
+  // close_peer() first for an orderly end). Once it returns no handler runs again, so
+  // whatever the handlers use may be destroyed. A connect() or accept() in progress on
+  // another thread is waited for (it fails with kInvalidArgument and closes its connection):
+  // close() can take as long as its setup timeout. Idempotent and thread-safe; later
+  // connect()/accept() fail with kInvalidArgument, send() returns kUnknownPeer. From a
+  // handler it cannot wait for itself: it only stops every later handler and returns; the
+  // connections are closed by the next close() on another thread, or the destructor. The
+  // endpoint must not be destroyed from its own handler.
   void close();
 
   std::vector<PeerId> peers() const;
@@ -201,7 +215,7 @@ class MessageEndpoint {
 
  private:
   struct State;
-  std::unique_ptr<State> state_;
+  std::shared_ptr<State> state_;  // shared: a task the provider runs later holds it weakly
 };
 
 }  // namespace rdma_interop::messaging

@@ -37,9 +37,14 @@ EventLoop::EventLoop()
   });
   std::unique_lock lock(started_mu);
   started_cv.wait(lock, [&] { return started; });
+  gate_->loop = this;
 }
 
 EventLoop::~EventLoop() {
+  {
+    std::lock_guard gate(gate_->mu);
+    gate_->loop = nullptr;
+  }
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -71,6 +76,15 @@ void EventLoop::post(Task task) {
   posted_.push_back(std::move(task));
   // A loop that is awake looks at posted_ before it sleeps again: no eventfd write.
   if (sleeping_) wake_locked();
+}
+
+std::function<bool(EventLoop::Task)> EventLoop::executor() {
+  return [gate = gate_](Task task) {
+    std::lock_guard lock(gate->mu);  // the loop is not destroyed while a task goes in
+    if (gate->loop == nullptr) return false;
+    gate->loop->post(std::move(task));
+    return true;
+  };
 }
 
 void EventLoop::run(const Task& task) {

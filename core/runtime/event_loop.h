@@ -12,8 +12,8 @@
 // timers from inside a callback, and so may any other thread; a handler's own lock must not
 // be held around a call that waits for the loop (run()). An event already taken from epoll
 // for a token unwatched before the loop looks the token up is not delivered; one unwatched
-// from another thread just after that may still be, so a handler tolerates a late event. Tasks and timers run on the
-// event thread, tasks in the order posted.
+// from another thread just after that may still be, so a handler tolerates a late event. Tasks and
+// timers run on the event thread, tasks in the order posted.
 #pragma once
 
 #include <chrono>
@@ -63,6 +63,9 @@ class EventLoop {
   void post(Task task);
   // Runs `task` on the event thread and waits for it (inline when called on the loop).
   void run(const Task& task);
+  // post() for holders that may outlive the loop (a shared completion queue's executor,
+  // completion_queue.h): once the loop is being destroyed it answers false and drops the task.
+  std::function<bool(Task)> executor();
   bool in_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
 
   // Watches `fd` for `events`; the errno of epoll_ctl when the kernel refuses (EMFILE,
@@ -87,6 +90,12 @@ class EventLoop {
   void wake_locked();
   int next_timeout_ms_locked(TimePoint now) const;
 
+  // What executor() holds: the loop while it lives, null from the start of its destruction.
+  struct Gate {
+    std::mutex mu;
+    EventLoop* loop = nullptr;
+  };
+  std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   Fd epoll_;
   Fd wakeup_;      // eventfd: tasks and earlier timers from other threads
   std::mutex mu_;  // guards everything below; never held while a task, timer or handler runs

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace rdma_interop::transport {
 
@@ -32,14 +33,66 @@ bool CompletionQueue::push(rdmap::WorkCompletion wc) {
   return true;
 }
 
+namespace {
+// How deep this thread is inside the handler of which queue: set_handler() from inside a
+// handler must not wait for itself.
+thread_local const CompletionQueue* handler_queue = nullptr;
+thread_local std::uint32_t handler_depth = 0;
+}  // namespace
+
 void CompletionQueue::notify() {
+  std::shared_ptr<const Handler> handler;
   {
     std::lock_guard lock(mu_);
     signal_waiters_locked();
+    handler = handler_;
+    if (handler) ++handler_calls_;
   }
   // Every waiter: connections sharing the queue poll it from their own threads, and any of
   // them may take the entry.
   cv_.notify_all();
+  if (!handler) return;
+  const CompletionQueue* outer_queue = std::exchange(handler_queue, this);
+  const std::uint32_t outer_depth =
+      std::exchange(handler_depth, outer_queue == this ? handler_depth + 1 : 1);
+  (*handler)();
+  handler_queue = outer_queue;
+  handler_depth = outer_depth;
+  std::lock_guard lock(mu_);
+  if (--handler_calls_ == 0) handler_done_.notify_all();
+}
+
+void CompletionQueue::set_handler(Handler handler) {
+  std::unique_lock lock(mu_);
+  handler_ = handler ? std::make_shared<const Handler>(std::move(handler)) : nullptr;
+  const std::uint32_t mine = handler_queue == this ? handler_depth : 0;
+  handler_done_.wait(lock, [&] { return handler_calls_ <= mine; });
+}
+
+void CompletionQueue::offer_executor(Executor executor) {
+  std::lock_guard lock(mu_);
+  if (!executor_) executor_ = std::move(executor);
+}
+
+bool CompletionQueue::run_soon(std::function<void()> task) {
+  Executor executor;
+  {
+    std::lock_guard lock(mu_);
+    executor = executor_;
+  }
+  return executor && executor(std::move(task));
+}
+
+std::size_t CompletionQueue::poll_now(std::vector<rdmap::WorkCompletion>& out, std::size_t max) {
+  out.clear();
+  std::lock_guard lock(mu_);
+  const std::size_t n = std::min(max, queue_.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  polled_ += n;
+  return n;
 }
 
 void CompletionQueue::wake() {

@@ -13,11 +13,18 @@
 // a connection makes for itself when QpCaps::cq is null, so a plain connection behaves as
 // before.
 //
+// A consumer either waits for completions (poll()) or has them handed to it where they are
+// made: with a handler (set_handler), notify() runs it on the producer's thread once the
+// producer's locks are released, as a kernel ULP's ib_cq completion handler runs where the
+// completion was noticed. That is how a message endpoint processes a message, grants
+// credits and answers on the thread that read it from the socket, with no thread between.
+//
 // Threading: every member is thread-safe. Producers push with their own locks held (the
 // queue's lock is the innermost of all) and call notify() once they have released them, so
 // a consumer is never woken into a lock its producer still holds. Consumers wait in poll()
 // on a condition variable, or, a thread receiving for its own connection while it waits,
-// in poll(2) on wait_fd() (arm_fd_wait / disarm_fd_wait).
+// in poll(2) on wait_fd() (arm_fd_wait / disarm_fd_wait). A handler runs with no provider
+// lock held; several producers may run it at once (it serialises what it must).
 #pragma once
 
 #include <chrono>
@@ -25,6 +32,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -41,8 +50,7 @@ struct CompletionQueueCounters {
   std::uint64_t pushed = 0;      // completions queued
   std::uint64_t polled = 0;      // completions handed out
   std::uint64_t overruns = 0;    // completions lost because the queue was full
-  friend bool operator==(const CompletionQueueCounters&,
-                         const CompletionQueueCounters&) = default;
+  friend bool operator==(const CompletionQueueCounters&, const CompletionQueueCounters&) = default;
 };
 
 class CompletionQueue {
@@ -55,8 +63,26 @@ class CompletionQueue {
   // Producer side. False on overrun: the queue is full, `wc` is dropped and counted. Wakes
   // no one: call notify() after the push, once the producer's own locks are released.
   bool push(rdmap::WorkCompletion wc);
-  // Wakes the consumers waiting for a completion.
+  // Wakes the consumers waiting for a completion, then runs the handler, if one is set, on
+  // this thread. The producer holds no lock of its own here.
   void notify();
+
+  // The handler notify() runs (provider.h says on which threads producers notify). Null
+  // removes it; set_handler returns once no other thread is inside the handler it replaced,
+  // so what the old handler uses may then be destroyed. From inside that handler it waits
+  // for the other threads only.
+  using Handler = std::function<void()>;
+  void set_handler(Handler handler);
+  // A provider offers a thread of its own (its event thread) for work a consumer found on a
+  // thread that must not do it (an application thread inside a call): run_soon(task) has
+  // the provider run `task` there, soon. The first offer is kept. False when no provider
+  // offered one, or it is gone: the task was not taken.
+  using Executor = std::function<bool(std::function<void()>)>;
+  void offer_executor(Executor executor);
+  bool run_soon(std::function<void()> task);
+  // Takes up to `max` completions without waiting into `out` (cleared first; its memory is
+  // reused): how a handler drains the queue. Returns how many it took.
+  std::size_t poll_now(std::vector<rdmap::WorkCompletion>& out, std::size_t max);
   // Wakes every waiting poll() at once (they return what is there, possibly nothing): how a
   // consumer thread is told to look at something else, e.g. to stop.
   void wake();
@@ -101,6 +127,10 @@ class CompletionQueue {
   int wait_fd_ = -1;  // eventfd, made on first use
   std::uint32_t fd_waiters_ = 0;
   bool signalled_ = false;  // wait_fd_ is readable: reset by the last waiter to disarm
+  std::shared_ptr<const Handler> handler_;
+  std::uint32_t handler_calls_ = 0;  // threads inside a handler now
+  std::condition_variable handler_done_;
+  Executor executor_;
 };
 
 }  // namespace rdma_interop::transport

@@ -23,6 +23,12 @@
 //   timers, a transmit the socket could not take at once, connections nobody polls, shared
 //   completion queues, and (verbs) the device's completion channel, whose events wake a
 //   poll_completions that found nothing.
+// - A completion queue with a handler (CompletionQueue::set_handler: a consumer that runs to
+//   completion, as the message endpoint does) has it run by the thread that pushed the
+//   completion, once that thread let go of the provider's locks: the event thread after a
+//   read, a poller, or an application thread whose post_send, disconnect or terminate
+//   completed work on the spot. Providers offer their event thread to a shared queue
+//   (CompletionQueue::offer_executor) for what a consumer must not do on the thread it is on.
 // - Registered memory must stay valid until deregistered or the connection is destroyed:
 //   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
 //   Once destroy (the Connection's destructor) returns, no thread touches it.
@@ -59,17 +65,17 @@ namespace rdma_interop::transport {
 // Why a connect, accept or listen did not succeed.
 struct ConnectError {
   enum class Kind : std::uint8_t {
-    kSetup,          // MPA setup failed: see failure (and terminate / peer frame)
-    kUnreachable,    // TCP connect refused or timed out
-    kAddressInUse,   // listen: the address is taken
+    kSetup,         // MPA setup failed: see failure (and terminate / peer frame)
+    kUnreachable,   // TCP connect refused or timed out
+    kAddressInUse,  // listen: the address is taken
     kInvalidArgument,
-    kTimeout,        // the whole connect (TCP + MPA) exceeded its deadline
+    kTimeout,  // the whole connect (TCP + MPA) exceeded its deadline
   };
   Kind kind = Kind::kSetup;
   std::optional<cm::CmFailure> failure;
-  std::string detail;                              // one sentence, for humans
-  std::optional<wire::MpaFrame> peer_frame;        // the peer's Reply (e.g. with Reject)
-  std::optional<wire::TerminateCause> terminate;   // sent or received during setup
+  std::string detail;                             // one sentence, for humans
+  std::optional<wire::MpaFrame> peer_frame;       // the peer's Reply (e.g. with Reject)
+  std::optional<wire::TerminateCause> terminate;  // sent or received during setup
   // connect: how many attempts were made (1 + the retries used, ConnectOptions::retries);
   // 0 for errors of listen() and accept().
   std::uint32_t attempts = 0;
@@ -108,7 +114,7 @@ struct QpCaps {
 struct ConnectionInfo {
   std::string scheme;  // the provider's: "tcp", "verbs"
   cm::NegotiatedParams params;
-  std::string local_address;   // "198.18.0.1:40122"
+  std::string local_address;  // "198.18.0.1:40122"
   std::string peer_address;
   wire::MpaFrame sent_frame;
   wire::MpaFrame received_frame;
@@ -144,8 +150,7 @@ class Connection {
   // With a shared queue (QpCaps::cq) these may be other connections' completions. Once the
   // connection is destroyed, its requests still outstanding complete nowhere (as when an
   // ibv_qp is destroyed): drain them first (disconnect or terminate, then poll).
-  virtual std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max,
-                                                              Millis timeout) = 0;
+  virtual std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) = 0;
 
   virtual ConnectionState state() const = 0;
   // Why the connection left kConnected (Terminate received or sent, reset, closed).
@@ -267,9 +272,8 @@ class Provider {
   virtual ~Provider() = default;
   virtual std::string_view scheme() const = 0;
   // The half-open (request) timeout is the policy's request_timeout.
-  virtual Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
-                                                                    const cm::MpaPolicy& policy,
-                                                                    const ListenOptions& options) = 0;
+  virtual Expected<std::unique_ptr<Listener>, ConnectError> listen(
+      const ProviderUri& where, const cm::MpaPolicy& policy, const ListenOptions& options) = 0;
   virtual Expected<std::unique_ptr<Connection>, ConnectError> connect(
       const ProviderUri& where, const ConnectOptions& options) = 0;
 };

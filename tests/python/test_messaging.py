@@ -111,6 +111,7 @@ class Node:
     inbox: queue.Queue[Message] = field(default_factory=queue.Queue)
     ready: queue.Queue[PeerId] = field(default_factory=queue.Queue)
     failures: queue.Queue[tuple[PeerId, str]] = field(default_factory=queue.Queue)
+    closes: queue.Queue[tuple[PeerId, str]] = field(default_factory=queue.Queue)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,7 @@ def node() -> Iterator[Callable[..., Node]]:
             config, on_message=on_message,
             on_ready=lambda peer: box[0].ready.put(peer),
             on_failure=lambda peer, why: box[0].failures.put((peer, why)),
+            on_close=lambda peer, why: box[0].closes.put((peer, why)),
         )
         n = Node(endpoint)
         box.append(n)
@@ -451,7 +453,7 @@ def test_blocking_calls_release_the_gil_for_handlers(node, link) -> None:
     assert [m.payload for m in take(b.inbox, 30)] == [b"%d" % i for i in range(30)]
 
 
-def test_calls_that_wait_for_the_progress_thread_refuse_in_a_handler(node, link) -> None:
+def test_calls_that_wait_for_the_handler_thread_refuse_in_a_handler(node, link) -> None:
     errors: queue.Queue[str] = queue.Queue()
 
     def try_waiting(n: Node, m: Message) -> None:
@@ -472,6 +474,37 @@ def test_calls_that_wait_for_the_progress_thread_refuse_in_a_handler(node, link)
     assert not b.endpoint.closed and b.endpoint.stats(to_a).state is PeerState.CONNECTED
     assert a.endpoint.send(to_b, b"still fine") is SendStatus.OK
     assert [m.payload for m in take(b.inbox, 2)] == [b"x", b"still fine"]
+
+
+def test_a_peer_that_closes_in_order_is_reported_closed_not_failed(node, link) -> None:
+    a, b = node(), node()
+    to_b, to_a = link(a, b)
+    assert a.endpoint.send(to_b, b"last") is SendStatus.OK
+    assert [m.payload for m in take(b.inbox, 1)] == [b"last"]
+    a.endpoint.close_peer(to_b)
+    peer, why = b.closes.get(timeout=SETUP_MS / 1000)
+    assert peer == to_a and why
+    assert b.endpoint.stats(to_a).state is PeerState.CLOSED
+    assert b.failures.empty()
+    assert b.endpoint.send(to_a, b"x") is SendStatus.UNKNOWN_PEER
+
+
+def test_a_slow_python_handler_slows_its_sender_through_credits(node, link) -> None:
+    """Python handlers run on a thread of their own; a message waiting for it keeps its
+    buffer, so a handler slower than the sender runs the sender out of credit instead of
+    piling messages up."""
+    config = EndpointConfig(receive_window=4, send_queue_limit=2, reply_reserve=1)
+    b = node(config, also=lambda n, m: time.sleep(0.05))
+    a = node(config)
+    to_b, to_a = link(a, b)
+    accepted = 0
+    while a.endpoint.send(to_b, b"%d" % accepted) is SendStatus.OK:
+        accepted += 1
+    assert accepted == (4 - 1) + 2  # credits beyond the reply reserve + the queue limit
+    # The messages waiting for the Python thread are held: their buffers are not granted.
+    assert b.endpoint.stats(to_a).held >= 1
+    assert [m.payload for m in take(b.inbox, accepted)] == [b"%d" % i for i in range(accepted)]
+    assert eventually(lambda: b.endpoint.stats(to_a).held == 0)
 
 
 def test_close_stops_handlers_and_the_peer_sees_it(node, link) -> None:

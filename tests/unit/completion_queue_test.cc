@@ -1,7 +1,9 @@
 // The completion queue alone: order and batching, timeouts, notify() and wake() from another
 // thread, to a poll() and to a waiter in poll(2) on wait_fd(), an overrun counted and sticky,
-// high water, and an unbounded queue. The shared-queue and
-// overrun scenarios over real connections are in tcp_provider_test.cc.
+// high water, an unbounded queue, and the handler: run by notify() on the producer's thread,
+// removed only once no other thread runs it, removable from inside itself; run_soon() through
+// a provider's executor. The shared-queue and overrun scenarios over real connections are in
+// tcp_provider_test.cc.
 #include "core/transport/completion_queue.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <thread>
 #include <vector>
@@ -246,6 +249,83 @@ TEST(CompletionQueue, ConcurrentProducersAndConsumersLoseAndDuplicateNothing) {
   EXPECT_EQ(c.polled, 2 * kPerProducer);
   EXPECT_EQ(c.overruns, overruns.load());
   EXPECT_LE(c.high_water, 64u);
+}
+
+TEST(CompletionQueue, TheHandlerRunsOnTheProducersThreadAfterThePush) {
+  CompletionQueue cq(8);
+  std::vector<std::uint64_t> got;
+  std::thread::id ran_on;
+  cq.set_handler([&] {
+    ran_on = std::this_thread::get_id();
+    std::vector<rdmap::WorkCompletion> wcs;
+    cq.poll_now(wcs, 16);
+    for (const auto& c : wcs) got.push_back(c.wr_id);
+  });
+  std::thread producer([&] {
+    ASSERT_TRUE(cq.push(wc(1)));
+    ASSERT_TRUE(cq.push(wc(2)));
+    cq.notify();
+    EXPECT_EQ(ran_on, std::this_thread::get_id());
+  });
+  producer.join();
+  EXPECT_EQ(got, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(cq.counters().polled, 2u);
+  // Removed: notify() wakes waiters and runs nothing.
+  cq.set_handler(nullptr);
+  ASSERT_TRUE(cq.push(wc(3)));
+  cq.notify();
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(ids(cq.poll(4, 0ms)), (std::vector<std::uint64_t>{3}));
+}
+
+TEST(CompletionQueue, RemovingTheHandlerWaitsForAThreadInsideIt) {
+  CompletionQueue cq;
+  std::promise<void> entered;
+  std::atomic<bool> left{false};
+  cq.set_handler([&] {
+    entered.set_value();
+    std::this_thread::sleep_for(150ms);
+    left.store(true);
+  });
+  std::thread producer([&] { cq.notify(); });
+  entered.get_future().wait();
+  const auto start = Clock::now();
+  cq.set_handler(nullptr);
+  EXPECT_TRUE(left.load()) << "set_handler returned while the handler still ran";
+  EXPECT_GE(ms_since(start), 100.0);
+  producer.join();
+}
+
+TEST(CompletionQueue, TheHandlerMayRemoveItselfWithoutWaitingForItself) {
+  CompletionQueue cq;
+  int calls = 0;
+  cq.set_handler([&] {
+    ++calls;
+    cq.set_handler(nullptr);  // would wait forever for itself if it counted itself
+  });
+  cq.notify();
+  cq.notify();
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(CompletionQueue, RunSoonNeedsAnExecutorAndKeepsTheFirstOffered) {
+  CompletionQueue cq;
+  int ran = 0;
+  EXPECT_FALSE(cq.run_soon([&] { ++ran; })) << "no provider offered a thread";
+  std::vector<std::function<void()>> first, second;
+  cq.offer_executor([&](std::function<void()> task) {
+    first.push_back(std::move(task));
+    return true;
+  });
+  cq.offer_executor([&](std::function<void()> task) {
+    second.push_back(std::move(task));
+    return true;
+  });
+  EXPECT_TRUE(cq.run_soon([&] { ++ran; }));
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(second.empty());
+  first[0]();
+  EXPECT_EQ(ran, 1);
 }
 
 }  // namespace

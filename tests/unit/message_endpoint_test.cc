@@ -1,7 +1,10 @@
 // The message endpoint over the tcp provider on real loopback sockets: delivery in order,
 // back-pressure (EAGAIN) at exactly the configured bounds, one stalled peer never blocking
 // another, replies that cannot deadlock, a peer sending without credit terminated with DDP
-// "no buffer" while the others carry on, and peers without credit parameters refused.
+// "no buffer" while the others carry on (its held messages released and counted), a peer
+// that closes in order reported closed, peers without credit parameters refused, and the
+// execution model: no thread of the endpoint's own, handlers on the thread that read the
+// message and never inside the application's own call.
 #include "core/messaging/message_endpoint.h"
 
 #include <gtest/gtest.h>
@@ -10,9 +13,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -209,6 +214,9 @@ TEST_F(MessageEndpointTest, TryAgainExactlyWhenCreditsAndQueueAreUsedUp) {
   const auto cs = *client.stats(pair.client_side);
   EXPECT_EQ(cs.queued, 3u);
   EXPECT_EQ(cs.refused, 1u);
+  // The fourth message stopped at the reply reserve: a stall, counted once.
+  EXPECT_EQ(cs.credit.stalls_no_credit, 1u);
+  EXPECT_GE(cs.stalled_ms, 150.0) << "queued messages have waited since before the 200 ms wait";
   EXPECT_EQ(server.stats(pair.server_side)->held, 3u);
 
   // Releasing the held messages grants their buffers again; the queue drains.
@@ -328,10 +336,15 @@ TEST_F(MessageEndpointTest, ReplyFromAnotherThreadAfterHold) {
 TEST_F(MessageEndpointTest, APeerSendingWithoutCreditIsTerminatedAndOthersCarryOn) {
   Inbox inbox;
   std::atomic<PeerId> rogue_id{0};
+  std::atomic<std::uint64_t> held{0};
+  std::atomic<std::uint64_t> hold_refused{0};  // the rogue had already failed
   MessageEndpoint server(small_config());
   server.on_message([&](const Message& m) {
     if (m.peer == rogue_id.load()) {
-      (void)server.hold(m.id);  // never consumed: the rogue runs out of credit at once
+      // Never consumed: the rogue runs out of credit at once.
+      const SendStatus st = server.hold(m.id);
+      (st == SendStatus::kOk ? held : hold_refused).fetch_add(1);
+      EXPECT_TRUE(st == SendStatus::kOk || st == SendStatus::kPeerFailed) << status_name(st);
     } else {
       inbox.add(m.peer, m.payload);
     }
@@ -358,6 +371,13 @@ TEST_F(MessageEndpointTest, APeerSendingWithoutCreditIsTerminatedAndOthersCarryO
   // time, possibly after the rogue has already read it.
   EXPECT_TRUE(eventually(
       [&] { return server.stats(rogue_pair.server_side)->state == PeerState::kFailed; }));
+  // What the server held of the rogue's is released and counted: nothing dangles.
+  EXPECT_TRUE(eventually([&] { return held.load() + hold_refused.load() == 4; }))
+      << "the rogue's four credited messages are delivered";
+  const auto rogue_at_server = *server.stats(rogue_pair.server_side);
+  EXPECT_EQ(rogue_at_server.held, 0u);
+  EXPECT_EQ(rogue_at_server.held_released, held.load());
+  EXPECT_EQ(rogue_at_server.messages_received, 4u) << "nothing beyond its credits is delivered";
 
   for (std::uint32_t i = 0; i < 300; ++i) {
     SendStatus st;
@@ -410,7 +430,8 @@ TEST_F(MessageEndpointTest, PeersWithoutCreditParametersAreRefused) {
   EXPECT_NE(c.error().detail.find("credit parameters"), std::string::npos);
   (void)raw_accept.get();
   EXPECT_TRUE(client.peers().empty());
-  EXPECT_EQ(client.endpoint_stats().budget.send_reserved + client.endpoint_stats().budget.receive_reserved,
+  EXPECT_EQ(client.endpoint_stats().budget.send_reserved +
+                client.endpoint_stats().budget.receive_reserved,
             0u);
 }
 
@@ -471,8 +492,10 @@ TEST_F(MessageEndpointTest, NoHandlerRunsOnceCloseHasReturned) {
   std::thread sender([&] {
     std::uint32_t i = 0;
     while (!stop_sending.load()) {
-      if (client.send(pair.client_side, numbered(i)) == SendStatus::kOk) ++i;
-      else (void)client.wait_ready(pair.client_side, 10ms);
+      if (client.send(pair.client_side, numbered(i)) == SendStatus::kOk)
+        ++i;
+      else
+        (void)client.wait_ready(pair.client_side, 10ms);
     }
   });
   ASSERT_TRUE(eventually([&] { return calls.load() >= 20; }));
@@ -494,8 +517,8 @@ TEST_F(MessageEndpointTest, NoHandlerRunsOnceCloseHasReturned) {
 }
 
 TEST_F(MessageEndpointTest, CloseFromAHandlerStopsEveryLaterHandler) {
-  // close() on the progress thread cannot join it: it stops the handlers after the current
-  // one, and the destructor (another thread) closes the connections.
+  // close() from a handler cannot wait for the handler it is in: it stops the handlers after
+  // the current one, and the destructor (another thread) closes the connections.
   std::atomic<int> calls{0};
   std::promise<void> closed_in_handler;
   MessageEndpoint server(small_config());
@@ -508,11 +531,12 @@ TEST_F(MessageEndpointTest, CloseFromAHandlerStopsEveryLaterHandler) {
   MessageEndpoint client(small_config());
   Server listener(server);
   const Pair pair = connect(client, server, listener, *provider_);
-  for (std::uint32_t i = 0; i < 3; ++i) ASSERT_EQ(client.send(pair.client_side, numbered(i)), SendStatus::kOk);
+  for (std::uint32_t i = 0; i < 3; ++i)
+    ASSERT_EQ(client.send(pair.client_side, numbered(i)), SendStatus::kOk);
   ASSERT_EQ(closed_in_handler.get_future().wait_for(kWait), std::future_status::ready);
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(calls.load(), 1);
-  server.close();  // from this thread: joins the (finished) progress thread, closes the peer
+  server.close();  // from this thread: closes the peer
   EXPECT_TRUE(server.peers().empty());
 }
 
@@ -530,9 +554,9 @@ TEST_F(MessageEndpointTest, CloseWaitsForAConnectInProgressOnAnotherThread) {
     transport::ConnectOptions options;
     options.policy = policy();
     options.timeout = 600ms;
-    auto c = endpoint->connect(
-        *provider_, *transport::parse_provider_uri("tcp://" + silent->local_address()), options,
-        "silent");
+    auto c = endpoint->connect(*provider_,
+                               *transport::parse_provider_uri("tcp://" + silent->local_address()),
+                               options, "silent");
     EXPECT_FALSE(c.has_value());
     connect_returned.store(true);
   });
@@ -547,6 +571,86 @@ TEST_F(MessageEndpointTest, CloseWaitsForAConnectInProgressOnAnotherThread) {
   endpoint.reset();
   connecting.join();
   EXPECT_TRUE(connect_returned.load());
+}
+
+// Threads of this process now (Linux: /proc/self/task).
+std::size_t thread_count() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+TEST_F(MessageEndpointTest, AnEndpointRunsNoThreadOfItsOwn) {
+  // Run to completion: the provider's thread that reads a message processes it; the endpoint
+  // adds no progress thread (it had one, which every message and grant crossed).
+  const std::size_t before = thread_count();
+  {
+    MessageEndpoint endpoint(small_config());
+    EXPECT_EQ(thread_count(), before);
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
+TEST_F(MessageEndpointTest, HandlersRunOnTheReadingThreadAndNeverInsideTheApplicationsCall) {
+  // The server answers every request in its handler; the client's handler records where it
+  // runs. The client's own thread only ever sends: a handler found on it (a reply processed
+  // when its send() returns) must not run inside that send().
+  thread_local bool inside_send = false;
+  std::mutex mu;
+  std::set<std::thread::id> client_handler_threads;
+  std::atomic<int> ran_inside_send{0};
+  Inbox replies;
+  MessageEndpoint server(small_config());
+  server.on_message([&](const Message& m) { (void)server.reply(m.id, m.payload); });
+  MessageEndpoint client(small_config());
+  client.on_message([&](const Message& m) {
+    if (inside_send) ran_inside_send.fetch_add(1);
+    {
+      std::lock_guard lock(mu);
+      client_handler_threads.insert(std::this_thread::get_id());
+    }
+    replies.add(m.peer, m.payload);
+  });
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  constexpr std::uint32_t kCount = 500;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    SendStatus st;
+    inside_send = true;
+    while ((st = client.send(pair.client_side, numbered(i))) == SendStatus::kTryAgain) {
+      inside_send = false;
+      ASSERT_TRUE(client.wait_ready(pair.client_side, kWait));
+      inside_send = true;
+    }
+    inside_send = false;
+    ASSERT_EQ(st, SendStatus::kOk);
+  }
+  ASSERT_TRUE(replies.wait_for(kCount));
+  EXPECT_EQ(ran_inside_send.load(), 0);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(client_handler_threads.count(std::this_thread::get_id()), 0u);
+  // One provider, one event thread: every reply was handled where it was read.
+  EXPECT_EQ(client_handler_threads.size(), 1u);
+}
+
+TEST_F(MessageEndpointTest, APeerThatClosesInOrderIsReportedClosedNotFailed) {
+  std::promise<std::string> closed;
+  std::atomic<int> failures{0};
+  MessageEndpoint server(small_config());
+  server.on_close([&](PeerId, const std::string& why) { closed.set_value(why); });
+  server.on_failure([&](PeerId, const std::string&) { failures.fetch_add(1); });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  ASSERT_EQ(client.send(pair.client_side, numbered(1)), SendStatus::kOk);
+  client.close_peer(pair.client_side, 2000ms);
+  auto fut = closed.get_future();
+  ASSERT_EQ(fut.wait_for(kWait), std::future_status::ready);
+  EXPECT_FALSE(fut.get().empty());
+  const auto st = *server.stats(pair.server_side);
+  EXPECT_EQ(st.state, PeerState::kClosed);
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(server.send(pair.server_side, numbered(2)), SendStatus::kUnknownPeer);
 }
 
 }  // namespace

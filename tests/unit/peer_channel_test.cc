@@ -4,6 +4,8 @@
 // invariants and that no Send ever finds the peer's receive queue empty: the condition
 // behind DDP's "no buffer" Terminate (RFC 5041 s7.2, code 0x02), which credits exist to
 // make impossible. The seeded random test drives thousands of interleavings the same way.
+#include "core/credit/peer_channel.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "core/credit/peer_channel.h"
 #include "core/wire/iwarp_constants.h"
 
 namespace rdma_interop::credit {
@@ -24,7 +25,9 @@ using Bytes = std::vector<std::uint8_t>;
 using Type = ChannelAction::Type;
 using TimePoint = PeerChannel::TimePoint;
 
-Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+Bytes bytes_of(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 
 // One side: its channel, and what its "RNIC" holds: receive buffers posted, in order, and
 // sends posted and not yet completed, in order.
@@ -579,16 +582,17 @@ TEST_P(PeerChannelRandom, KeepsEveryInvariantAndNeverOverrunsAReceiveQueue) {
     for (const Bytes& m : p.side[i].delivered) {
       const std::string text(m.begin(), m.end());
       if (text == "reply") continue;
-      EXPECT_EQ(text, std::to_string(1 - i) + ":" + std::to_string(expect)) << "seed " << GetParam();
+      EXPECT_EQ(text, std::to_string(1 - i) + ":" + std::to_string(expect))
+          << "seed " << GetParam();
       ++expect;
     }
     const ChannelCounters c = p.side[1 - i].ch.counters(p.now);
-    EXPECT_EQ(expect, sent[1 - i]) << "seed " << GetParam() << " queued " << c.queued << " replies "
-                                   << c.replies_queued << " credits " << c.credit.credits
-                                   << " held " << c.held << " pending_grant(peer) "
-                                   << p.side[i].ch.counters(p.now).credit.pending_grant
-                                   << " granted(peer) " << p.side[i].ch.counters(p.now).credit.granted
-                                   << " held(peer) " << p.side[i].ch.counters(p.now).held;
+    EXPECT_EQ(expect, sent[1 - i])
+        << "seed " << GetParam() << " queued " << c.queued << " replies " << c.replies_queued
+        << " credits " << c.credit.credits << " held " << c.held << " pending_grant(peer) "
+        << p.side[i].ch.counters(p.now).credit.pending_grant << " granted(peer) "
+        << p.side[i].ch.counters(p.now).credit.granted << " held(peer) "
+        << p.side[i].ch.counters(p.now).held;
   }
 }
 

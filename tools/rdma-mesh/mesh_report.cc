@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "core/telemetry/counters_json.h"
-#include "core/wire/wire_error.h"
 #include "core/util/json_text.h"
 #include "core/util/printable_text.h"
+#include "core/wire/wire_error.h"
 
 namespace rdma_interop::mesh {
 
@@ -124,7 +124,9 @@ std::string text(const json& e, const char* key, const char* absent = "") {
   return printable(e.value(key, std::string(absent)));
 }
 
-std::string terminate_text(const json& t) { return t.is_null() ? "-" : text(t, "text", "?"); }
+std::string terminate_text(const json& t) {
+  return t.is_null() ? "-" : text(t, "text", "?");
+}
 
 }  // namespace
 
@@ -151,10 +153,11 @@ std::string ReportWriter::text_of(const json& e) const {
           << " KiB\n";
     }
     for (const auto& [name, p] : e["peers"].items()) {
-      out << "  " << printable(name) << " " << text(p, "state", "?") << " sent=" << number(p["sent"])
-          << " recv=" << number(p["received"]) << " refused=" << number(p["refused"])
-          << " credits=" << number(p["credits"]) << " queued=" << number(p["queued"])
-          << " held=" << number(p["held"]) << " stalls=" << number(p["stalls"])
+      out << "  " << printable(name) << " " << text(p, "state", "?")
+          << " sent=" << number(p["sent"]) << " recv=" << number(p["received"])
+          << " refused=" << number(p["refused"]) << " credits=" << number(p["credits"])
+          << " queued=" << number(p["queued"]) << " held=" << number(p["held"])
+          << " stalls=" << number(p["stalls"])
           << " replies=" << number(p["app"]["replies_received"])
           << " seq_errors=" << number(p["app"]["sequence_errors"]);
       if (p.contains("terminate_sent") && !p["terminate_sent"].is_null()) {
@@ -165,9 +168,9 @@ std::string ReportWriter::text_of(const json& e) const {
       }
       out << "\n";
     }
-  } else if (event == "peer_failed") {
-    out << "peer " << text(e, "peer") << " failed at t=" << number(e["t"])
-        << " s: " << text(e, "detail") << "\n";
+  } else if (event == "peer_failed" || event == "peer_closed") {
+    out << "peer " << text(e, "peer") << (event == "peer_failed" ? " failed" : " closed")
+        << " at t=" << number(e["t"]) << " s: " << text(e, "detail") << "\n";
   } else if (event == "error") {
     return "rdma-mesh: " + printable(node_) + ": error: " + text(e, "error") + "\n";
   } else {

@@ -9,6 +9,7 @@
 //       every --report-interval-ms from the start barrier (t in seconds since it), and one
 //       at the end of the run (t = the run's length)
 //   {"event":"peer_failed","node":"N1","peer":"N2","t":3.2,"detail":"..."}
+//   {"event":"peer_closed","node":"N1","peer":"N2","t":3.2,"detail":"..."}  closed in order
 //   {"event":"summary","node":"N1","ok":true,"run_s":10.0,"rss_kib":{"start":..,"peak":..,
 //    "end":..},"endpoint":{"bytes_allocated":..,"budget":{..},"cq":{..}},"peers":{..PEER..}}
 //       after the drain: the final figures

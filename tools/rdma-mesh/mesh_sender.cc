@@ -39,7 +39,7 @@ void MeshSender::notify_ready(std::size_t peer) {
 }
 
 bool MeshSender::usable(std::size_t i) const {
-  return !targets_[i].tally->failed.load(kRelaxed);
+  return !targets_[i].tally->gone.load(kRelaxed);
 }
 
 SendStatus MeshSender::send_next(std::size_t i) {
@@ -56,9 +56,10 @@ SendStatus MeshSender::send_next(std::size_t i) {
       break;
     default:
       tally.send_errors.fetch_add(1, kRelaxed);
-      // kPeerFailed / kUnknownPeer: nothing more will go there (on_failure may come later).
+      // kPeerFailed / kUnknownPeer: nothing more will go there (on_failure or on_close may
+      // come later).
       if (s == SendStatus::kPeerFailed || s == SendStatus::kUnknownPeer) {
-        tally.failed.store(true, kRelaxed);
+        tally.gone.store(true, kRelaxed);
       }
       break;
   }
@@ -128,7 +129,7 @@ void MeshSender::run_unthrottled(Clock::time_point deadline, const std::atomic<b
       }
     }
     first = (first + 1) % targets_.size();
-    if (!any_usable) break;  // every peer failed: nothing left to do
+    if (!any_usable) break;  // every peer is gone: nothing left to do
     if (progress) continue;
     // Every usable peer refused: wait for one to have room. A wake-up that raced its refusal
     // is caught by the timeout, which unblocks everyone for another try.
@@ -162,7 +163,7 @@ void MeshSender::run_shared(Clock::time_point deadline, const std::atomic<bool>&
       head = (head + 1) % targets_.size();
       ++k;
     }
-    if (k == targets_.size()) break;  // every peer failed
+    if (k == targets_.size()) break;  // every peer is gone
     // Head-of-line blocking: nothing behind this message moves until it is taken.
     if (send_next(head) == SendStatus::kTryAgain) {
       const auto blocked_since = Clock::now();

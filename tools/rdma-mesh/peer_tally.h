@@ -34,12 +34,13 @@ struct PeerTally {
   using Counter = std::atomic<std::uint64_t>;
   std::array<Counter, kTagCount> sent{};      // accepted by send()/reply() (kOk)
   std::array<Counter, kTagCount> received{};  // delivered to our handler
-  Counter sequence_errors{0};       // a message whose number is not the next one of its kind
-  Counter unknown{0};               // a payload without a known tag
-  Counter refused{0};               // send() said kTryAgain (the endpoint counts it as well)
-  Counter send_errors{0};           // send()/reply()/hold() said anything but kOk or kTryAgain
-  Counter head_blocked_us{0};       // --shared-queue: time the whole queue waited on this peer
-  std::atomic<bool> failed{false};  // on_failure() was called for it
+  Counter sequence_errors{0};  // a message whose number is not the next one of its kind
+  Counter unknown{0};          // a payload without a known tag
+  Counter refused{0};          // send() said kTryAgain (the endpoint counts it as well)
+  Counter send_errors{0};      // send()/reply()/hold() said anything but kOk or kTryAgain
+  Counter head_blocked_us{0};  // --shared-queue: time the whole queue waited on this peer
+  std::atomic<bool> gone{
+      false};  // it failed or closed (or send() said so): nothing more goes there
 
   std::uint64_t sent_of(MessageTag t) const { return sent[tag_index(t)].load(kRelaxed); }
   std::uint64_t received_of(MessageTag t) const { return received[tag_index(t)].load(kRelaxed); }

@@ -20,15 +20,16 @@ setup with a :class:`~rdma_interop.provider.ConnectError` that says so::
         assert client.send(peer, b"ping") is SendStatus.OK
         assert got.get(timeout=5).payload == b"pong:ping"
 
-Handlers run on the endpoint's progress thread, one at a time: ``on_message(Message)``,
-``on_ready(peer)`` (a peer that said TRY_AGAIN has room again) and ``on_failure(peer, why)``.
-They may call :meth:`send`, :meth:`reply`, :meth:`hold` and :meth:`release`; an exception
-they raise goes to ``sys.unraisablehook``. A message's payload is a copy (bytes); its receive
-buffer goes back to the peer when the handler returns, unless the handler called
-:meth:`hold`: then only after the later :meth:`reply` (or :meth:`release`). That is the
-receive hold-back that makes a request/reply workload slow down to its slowest party
-instead of piling up memory. Calls that wait (connect, accept, wait_ready, close_peer,
-close) release the GIL.
+The endpoint processes messages and grants credits on the thread that read them (the
+provider's); Python handlers run on a thread of their own, one at a time, in order:
+``on_message(Message)``, ``on_ready(peer)`` (a peer that said TRY_AGAIN has room again),
+``on_failure(peer, why)`` and ``on_close(peer, why)`` (the peer closed in order). They may
+call :meth:`send`, :meth:`reply`, :meth:`hold` and :meth:`release`; an exception they raise
+goes to ``sys.unraisablehook``. A message's payload is a copy (bytes); its receive buffer
+goes back to the peer when the handler returns, unless the handler called :meth:`hold`:
+then only after the later :meth:`reply` (or :meth:`release`). That is the receive hold-back
+that makes a request/reply workload slow down to its slowest party instead of piling up
+memory. Calls that wait (connect, accept, wait_ready, close_peer, close) release the GIL.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ class PeerState(str, enum.Enum):
     CONNECTING = "connecting"
     CONNECTED = "connected"
     FAILED = "failed"  # an error or a Terminate ended it: see PeerStats.detail
-    CLOSED = "closed"
+    CLOSED = "closed"  # closed in order, by us or by the peer
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,9 @@ class PeerStats:
     bytes_sent: int
     messages_received: int
     bytes_received: int
-    lost: int  # accepted by send/reply but never posted: the peer failed first
+    lost: int  # accepted by send/reply but never posted: the connection ended first
+    held_released: int  # held when the connection ended: can no longer be answered
+    stalled_ms: float  # how long messages have waited for credit without a break (0: none)
     local_address: str
     peer_address: str
 
@@ -185,7 +188,8 @@ class PeerStats:
             replies_queued=core.replies_queued, held=core.held, refused=core.refused,
             messages_sent=core.messages_sent, bytes_sent=core.bytes_sent,
             messages_received=core.messages_received, bytes_received=core.bytes_received,
-            lost=core.lost, local_address=core.local_address, peer_address=core.peer_address,
+            lost=core.lost, held_released=core.held_released, stalled_ms=core.stalled_ms,
+            local_address=core.local_address, peer_address=core.peer_address,
         )
 
 
@@ -197,7 +201,7 @@ class CompletionBudgetCounters:
     cq_entries: int
     send_reserved: int
     receive_reserved: int
-    high_water: int  # most entries ever reserved at once (never above cq_entries)
+    high_water: int  # the peers' own most reserved, summed (never above cq_entries)
     reserved_total: int
     released_total: int
     refused: int
@@ -218,11 +222,12 @@ class EndpointStats:
 MessageHandler = Callable[[Message], Any]
 ReadyHandler = Callable[[PeerId], Any]
 FailureHandler = Callable[[PeerId, str], Any]
+CloseHandler = Callable[[PeerId, str], Any]
 
 
 class MessageEndpoint:
     """An N:N message endpoint (see the module's documentation). Thread-safe. Close it (or
-    use it as a context manager) to disconnect every peer and stop its progress thread; one
+    use it as a context manager) to disconnect every peer and stop its handler thread; one
     still open at interpreter exit is closed then."""
 
     def __init__(
@@ -232,6 +237,7 @@ class MessageEndpoint:
         on_message: MessageHandler | None = None,
         on_ready: ReadyHandler | None = None,
         on_failure: FailureHandler | None = None,
+        on_close: CloseHandler | None = None,
     ) -> None:
         self.config = config or EndpointConfig()
 
@@ -241,7 +247,7 @@ class MessageEndpoint:
 
         self._core = _core.MessageEndpoint(
             self.config._to_core(), None if on_message is None else message, on_ready,
-            on_failure,
+            on_failure, on_close,
         )
         # At interpreter exit, before Python stops running handlers, not after.
         self._finalizer = weakref.finalize(self, self._core.close)
@@ -331,7 +337,7 @@ class MessageEndpoint:
         return bool(self._core.closed)
 
     def close(self) -> None:
-        """Closes every peer and stops the progress thread; no handler runs after it
+        """Closes every peer and stops the handler thread; no handler runs after it
         returns. Idempotent. Must not be called from a handler."""
         self._finalizer()
 

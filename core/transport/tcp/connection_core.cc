@@ -72,6 +72,8 @@ ConnectionCore::ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, Connect
       decoder_(handover.rx_options, handover.rx_stream_position),
       leftover_(std::move(handover.leftover)),
       unsent_(std::move(unsent)) {
+  // A shared queue's consumer may need the event thread for work it found elsewhere.
+  if (!own_cq_) cq_->offer_executor(loop_.executor());
   for (const InitialRecv& r : caps.initial_recvs) {
     const std::uint32_t stag = registry_.register_region(r.addr, r.length, rdmap::kLocalWrite);
     endpoint_.post_recv(rdmap::RecvWr{

@@ -82,7 +82,10 @@ VerbsConnectionCore::VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& ch
       channel_(channel),
       cq_(cq ? std::move(cq) : std::make_shared<CompletionQueue>()),
       id_(id),
-      qp_(std::move(qp)) {}
+      qp_(std::move(qp)) {
+  // A shared queue's consumer may need the event thread for work it found elsewhere.
+  cq_->offer_executor(loop_.executor());
+}
 
 VerbsConnectionCore::~VerbsConnectionCore() {
   // Normally teardown() ran on the event thread; this is the last resort for a core that
