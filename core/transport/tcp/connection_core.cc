@@ -41,11 +41,15 @@ rdmap::EndpointLimits limits_of(const QpCaps& caps, const wire::FpduOptions& tx)
 
 // Holds mu_. Completions pushed meanwhile are announced once mu_ is free, so a consumer is
 // never woken into a lock its producer still holds.
+// The guard is what the transmitting thread lets go of around its sendmsg (transmit()).
 class ConnectionCore::Guard {
  public:
-  explicit Guard(const ConnectionCore& core) : core_(core), lock_(core.mu_) {}
+  explicit Guard(const ConnectionCore& core) : core_(core), lock_(core.mu_) {
+    core_.held_ = &lock_;
+  }
   ~Guard() {
     const bool notify = std::exchange(core_.notify_pending_, false);
+    core_.held_ = nullptr;
     lock_.unlock();
     if (notify) core_.cq_->notify();
   }
@@ -206,7 +210,7 @@ void ConnectionCore::leave_receive() {
   Guard guard(*this);
   --receivers_;
   last_receive_ = runtime::Clock::now();
-  if (receivers_ == 0) closing_fd_.reset();
+  if (receivers_ == 0 && !tx_busy_) closing_fd_.reset();
 }
 
 void ConnectionCore::arm_claim_timer(runtime::TimePoint when) {
@@ -280,6 +284,7 @@ void ConnectionCore::disconnect(Millis timeout) {
     guard.lock().lock();
   }
   cv_.wait_for(guard.lock(), timeout + Millis(500), [&] { return phase_ == Phase::kClosed; });
+  held_ = &guard.lock();  // other guards came and went while we waited
 }
 
 void ConnectionCore::terminate(const wire::TerminateCause& cause) {
@@ -303,6 +308,9 @@ void ConnectionCore::release() {
     settle(ConnectionState::kClosed, "the connection was destroyed by the application");
     close_socket(false);
   }
+  // A writer on another thread may still be in sendmsg from registered memory.
+  cv_.wait(guard.lock(), [&] { return !tx_busy_; });
+  held_ = &guard.lock();  // other guards came and went while we waited
   // From here on nothing is pushed to the completion queue (drain_completions) and no
   // thread touches registered memory (every one that does holds mu_); what a shared queue
   // already holds stays there for the application to poll.
@@ -365,7 +373,32 @@ void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
 }
 
 void ConnectionCore::transmit() {
-  if (phase_ != Phase::kOpen || !write_unsent() || released_) return;
+  // One thread writes at a time, with mu_ released around its syscalls (a sendmsg is the
+  // longest thing done under mu_, and the event thread reading this socket, or another
+  // poster, would wait for it). A thread that finds a writer leaves its FPDUs to it: the
+  // writer looks at the endpoint again under mu_ after each write.
+  if (tx_busy_ || phase_ != Phase::kOpen || released_) return;
+  tx_busy_ = true;
+  write_ready();
+  tx_busy_ = false;
+  if (closing_fd_ && receivers_ == 0) closing_fd_.reset();  // a close deferred for the writer
+  cv_.notify_all();                                         // release() waits for the writer
+  // What completed meanwhile (held back while the frames pointed into registered memory).
+  drain_completions();
+}
+
+template <class Syscall>
+runtime::IoResult ConnectionCore::unlocked(Syscall&& syscall) {
+  std::unique_lock<std::mutex>* lock = held_;
+  lock->unlock();
+  const runtime::IoResult r = syscall();
+  lock->lock();
+  held_ = lock;  // another thread's guard came and went meanwhile
+  return r;
+}
+
+void ConnectionCore::write_ready() {
+  if (!write_unsent()) return;
   while (phase_ == Phase::kOpen) {
     // The FPDUs ready now go out in one sendmsg: a message a small MULPDU cuts into many,
     // Read Responses behind Sends, what queued while the socket was full (kBatchOctets).
@@ -395,16 +428,19 @@ void ConnectionCore::transmit() {
     if (count == 0) return;
     // The frames point into registered memory and the endpoint's Terminate: they are
     // written or copied to `unsent_` before any completion is announced.
-    if (!write_frames(count)) return;
-    const bool batch_full = count == frames_.size() || octets >= kBatchOctets;
-    if (!batch_full) return;  // the endpoint had nothing more
+    // mu_ was let go during the write: others may have posted meanwhile, so the loop ends
+    // only when the endpoint has nothing ready (count == 0 above).
+    if (!write_frames(count) || phase_ != Phase::kOpen) return;
   }
 }
 
 bool ConnectionCore::write_unsent() {
   while (unsent_offset_ < unsent_.size()) {
     const iovec part{unsent_.data() + unsent_offset_, unsent_.size() - unsent_offset_};
-    const runtime::IoResult r = runtime::write_some(fd_.get(), std::span(&part, 1));
+    const int fd = fd_.get();
+    const runtime::IoResult r =
+        unlocked([&] { return runtime::write_some(fd, std::span(&part, 1)); });
+    if (phase_ != Phase::kOpen) return false;  // closed while we wrote
     if (r.error != 0) {
       on_peer_closed(true, r.error);
       return false;
@@ -426,10 +462,12 @@ bool ConnectionCore::write_frames(std::size_t count) {
     }
   }
   std::size_t next = 0;
+  const int fd = fd_.get();
   while (next < iov_.size()) {
     const std::size_t count = std::min(iov_.size() - next, kMaxIovPerCall);
     const runtime::IoResult r =
-        runtime::write_some(fd_.get(), std::span(iov_).subspan(next, count));
+        unlocked([&] { return runtime::write_some(fd, std::span(iov_).subspan(next, count)); });
+    if (phase_ != Phase::kOpen) return false;  // closed while we wrote: nothing more goes
     if (r.error != 0) {
       on_peer_closed(true, r.error);
       return false;
@@ -471,7 +509,7 @@ void ConnectionCore::after_activity() {
   const bool terminating = endpoint_.state() != rdmap::EndpointState::kRunning;
   if (local_close_ && close_deadline_) arm_close_timer(*close_deadline_);
   if (terminating) arm_close_timer(runtime::Clock::now() + kTerminateLinger);
-  if (phase_ == Phase::kOpen && (terminating || local_close_) && unsent_.empty() &&
+  if (phase_ == Phase::kOpen && (terminating || local_close_) && !tx_busy_ && unsent_.empty() &&
       !endpoint_.has_outgoing()) {
     // Everything (the Terminate last) is out: send our FIN and wait for the peer's.
     ::shutdown(fd_.get(), SHUT_WR);
@@ -510,10 +548,11 @@ void ConnectionCore::close_socket(bool abortive) {
     loop_.unwatch(token_);
     watching_ = false;
   }
-  if (receivers_ > 0) {
-    // A receiver sleeps in poll(2) on this descriptor: its number must not be reused before
-    // it leaves. SHUT_RD wakes it and puts nothing on the wire; the close (with SO_LINGER
-    // 0 when abortive: the RST) follows when the last receiver leaves.
+  if (receivers_ > 0 || tx_busy_) {
+    // A receiver sleeps in poll(2) on this descriptor, or a writer is in sendmsg on it: its
+    // number must not be reused before they leave. SHUT_RD wakes a receiver and puts nothing
+    // on the wire; the close (with SO_LINGER 0 when abortive: the RST) follows when the last
+    // of them leaves.
     if (abortive) runtime::set_abortive_close(fd_.get());
     ::shutdown(fd_.get(), SHUT_RD);
     closing_fd_ = std::move(fd_);
@@ -552,6 +591,9 @@ void ConnectionCore::update_interest() {
 }
 
 void ConnectionCore::drain_completions() {
+  // A writer's frames may point into the buffers of sends that completed when they were
+  // framed: nothing is announced until it has written them (it drains when it is done).
+  if (tx_busy_) return;
   while (auto wc = endpoint_.poll_completion()) {
     // A full queue drops the entry and counts the overrun, as a hardware CQ would: sizing
     // it is the application's part (completion_queue.h).

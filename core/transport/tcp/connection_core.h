@@ -20,10 +20,14 @@
 // so a connection nobody polls still places Writes, answers Reads and sees the peer close.
 // A connection on a shared queue (QpCaps::cq) is received by the event thread.
 //
-// Locking: mu_ guards everything below it in the class, the socket's I/O included: any
-// thread holding it may read or write the socket. Lock order: mu_, then the event loop's
-// and the completion queue's locks (both leaves). Completions are pushed with mu_ held and
-// announced (CompletionQueue::notify) once it is released.
+// Locking: mu_ guards everything below it in the class, the socket's reads included: any
+// thread holding it may read the socket. Writes are the one exception: one thread at a time
+// (tx_busy_, under mu_) writes, and it lets go of mu_ around each write syscall, so the event
+// thread reading this socket, or another thread posting, never waits for a sendmsg; what
+// they add meanwhile the writer sends before it stops, and no completion is announced while
+// it writes (its frames may point into the buffers of sends already complete). Lock order:
+// mu_, then the event loop's and the completion queue's locks (both leaves). Completions are
+// pushed with mu_ held and announced (CompletionQueue::notify) once it is released.
 #pragma once
 
 #include <array>
@@ -84,9 +88,9 @@ class ConnectionCore : public runtime::IoHandler,
 
  private:
   enum class Phase : std::uint8_t {
-    kOpen,          // both directions carry FPDUs
-    kWriteClosed,   // our FIN is out (Terminate sent/received, or disconnect): await theirs
-    kClosed,        // socket closed
+    kOpen,         // both directions carry FPDUs
+    kWriteClosed,  // our FIN is out (Terminate sent/received, or disconnect): await theirs
+    kClosed,       // socket closed
   };
 
   class Guard;  // holds mu_; announces pushed completions once it is released
@@ -98,6 +102,10 @@ class ConnectionCore : public runtime::IoHandler,
   void read_socket();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
+  void write_ready();  // transmit()'s loop, by the one writer
+  // Runs a write syscall with mu_ released (the caller is the writer, holding a Guard).
+  template <class Syscall>
+  runtime::IoResult unlocked(Syscall&& syscall);
   bool write_unsent();
   bool write_frames(std::size_t count);  // frames_[0, count): false if the socket is full
   void after_activity();
@@ -124,8 +132,9 @@ class ConnectionCore : public runtime::IoHandler,
   const bool own_cq_;                          // made for this connection (QpCaps::cq null)
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;  // phase changes
-  mutable bool notify_pending_ = false;  // completions pushed since mu_ was taken
+  std::condition_variable cv_;                            // phase changes; the writer left
+  mutable std::unique_lock<std::mutex>* held_ = nullptr;  // the Guard holding mu_ now
+  mutable bool notify_pending_ = false;                   // completions pushed since mu_ was taken
   rdmap::MemoryRegistry registry_;
   rdmap::RdmapEndpoint endpoint_;
   std::optional<ConnectionState> final_state_;
@@ -146,17 +155,18 @@ class ConnectionCore : public runtime::IoHandler,
   std::array<rdmap::OutgoingUlpdu, 16> ulpdus_;
   std::array<wire::FpduFrame, 16> frames_;
   bool stream_failed_ = false;
+  bool tx_busy_ = false;  // a thread is writing (with mu_ released around its syscalls)
   std::vector<std::uint8_t> leftover_;
   std::vector<std::uint8_t> unsent_;
   std::size_t unsent_offset_ = 0;
   std::vector<iovec> iov_;
   // The receive side (see the top of this file).
-  bool rx_drained_ = false;  // the last read found the socket empty (EAGAIN or a short read)
-  bool rx_claimed_ = false;            // a polling thread receives; no EPOLLIN on the event thread
-  std::uint32_t receivers_ = 0;        // threads between enter_receive and leave_receive
+  bool rx_drained_ = false;      // the last read found the socket empty (EAGAIN or a short read)
+  bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
+  std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
   runtime::TimePoint last_receive_{};  // when the last of them left
   std::optional<runtime::EventLoop::TimerId> claim_timer_;
-  runtime::Fd closing_fd_;  // closed while a receiver sleeps on it: closed when it leaves
+  runtime::Fd closing_fd_;  // closed while a receiver or the writer uses it: closed when they leave
 };
 
 // The application's handle: forwards to the core; destroying it releases the core.
