@@ -97,9 +97,14 @@ struct Peer : std::enable_shared_from_this<Peer> {
   credit::PeerChannel channel;
   std::uint32_t rx_stag = 0;
   std::uint32_t tx_stag = 0;
-  std::vector<ChannelAction> actions;  // scratch for carrying out the channel's actions
+  // The channel's actions not carried out yet, in its order, and whether a thread carries
+  // them out now (it takes what others add before it stops: posts keep the channel's order,
+  // and no thread waits for another's sendmsg while holding `mu`).
+  std::deque<ChannelAction> outbox;
+  bool posting = false;
+  std::vector<ChannelAction> scratch;
   // Last member: destroyed first, so the provider stops touching the buffers above before
-  // they are freed.
+  // they are freed. Moved out only while no thread is posting (it is used without `mu` then).
   std::unique_ptr<transport::Connection> conn;
 };
 
@@ -209,16 +214,45 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
     return wr_is_send(id) ? nullptr : find(wr_peer(id));
   }
 
-  // --- carrying out what a channel decided (peer.mu held) ---
+  // --- carrying out what a channel decided ---
 
-  void carry_out(Peer& p) {
-    while (p.channel.has_actions()) {
-      p.channel.take_actions(p.actions);
-      for (const ChannelAction& a : p.actions) carry_out_one(p, a);
+  // Carries out the channel's actions, in order. Called with `lock` held on p.mu; the posts
+  // go to the provider with it released (a send may be a sendmsg), and it is held again on
+  // return. If another thread is carrying out this peer's actions now, ours are left to it.
+  void carry_out(std::unique_lock<std::mutex>& lock, Peer& p) {
+    p.channel.take_actions(p.scratch);
+    p.outbox.insert(p.outbox.end(), std::make_move_iterator(p.scratch.begin()),
+                    std::make_move_iterator(p.scratch.end()));
+    if (p.posting || p.outbox.empty()) return;
+    p.posting = true;
+    std::vector<ChannelAction> batch;
+    std::vector<std::pair<ChannelAction, std::string>> refused;
+    std::vector<std::uint32_t> unhandled;  // delivered with no handler: released at once
+    while (!p.outbox.empty()) {
+      batch.assign(std::make_move_iterator(p.outbox.begin()),
+                   std::make_move_iterator(p.outbox.end()));
+      p.outbox.clear();
+      lock.unlock();
+      for (ChannelAction& a : batch) carry_out_one(p, a, refused, unhandled);
+      lock.lock();
+      for (auto& [a, why] : refused) p.channel.on_post_refused(a, why);
+      for (std::uint32_t index : unhandled) p.channel.delivered(index, Clock::now());
+      refused.clear();
+      unhandled.clear();
+      p.channel.take_actions(p.scratch);
+      p.outbox.insert(p.outbox.end(), std::make_move_iterator(p.scratch.begin()),
+                      std::make_move_iterator(p.scratch.end()));
     }
+    p.posting = false;
+    p.cv.notify_all();  // a drop() waiting to take the connection
   }
 
-  void carry_out_one(Peer& p, const ChannelAction& a) {
+  // One action, without p.mu (this thread is the peer's poster, so p.conn stays). What needs
+  // the channel again is noted for the caller: a post the provider refused, a message no
+  // handler takes.
+  void carry_out_one(Peer& p, const ChannelAction& a,
+                     std::vector<std::pair<ChannelAction, std::string>>& refused,
+                     std::vector<std::uint32_t>& unhandled) {
     switch (a.type) {
       case ChannelAction::Type::kPostSend: {
         const rdmap::SendWr wr{
@@ -226,7 +260,7 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
             rdmap::Sge{reinterpret_cast<std::uint64_t>(p.channel.send_buffer(a.index)), a.length,
                        p.tx_stag}};
         const auto err = p.conn ? p.conn->post_send(wr) : rdmap::PostError::kNotConnected;
-        if (err) p.channel.on_post_refused(a, rdmap::post_error_name(*err));
+        if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
         return;
       }
       case ChannelAction::Type::kPostRecv: {
@@ -235,7 +269,7 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
             rdmap::Sge{reinterpret_cast<std::uint64_t>(p.channel.receive_buffer(a.index)),
                        p.channel.buffer_size(), p.rx_stag}};
         const auto err = p.conn ? p.conn->post_recv(wr) : rdmap::PostError::kNotConnected;
-        if (err) p.channel.on_post_refused(a, rdmap::post_error_name(*err));
+        if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
         return;
       }
       case ChannelAction::Type::kDeliver: {
@@ -249,7 +283,7 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
           }
         }
         // Without a handler a message is released as it arrives.
-        if (!handled) p.channel.delivered(a.index, Clock::now());
+        if (!handled) unhandled.push_back(a.index);
         return;
       }
       case ChannelAction::Type::kTerminate:
@@ -276,6 +310,13 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
     }
   }
 
+  // Takes the connection out of a peer once no thread is posting on it (p.mu held).
+  std::unique_ptr<transport::Connection> take_connection(std::unique_lock<std::mutex>& lock,
+                                                         Peer& p) {
+    p.cv.wait(lock, [&] { return !p.posting; });
+    return std::move(p.conn);
+  }
+
   void queue(Callback cb) {
     std::lock_guard lock(handlers_mu);
     if (!stopped) callbacks.push_back(std::move(cb));
@@ -287,7 +328,7 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
   void complete(const rdmap::WorkCompletion& wc, Clock::time_point now) {
     auto p = find(wr_peer(wc.wr_id));
     if (!p) return;  // a peer already gone
-    std::lock_guard lock(p->mu);
+    std::unique_lock lock(p->mu);
     credit::PeerChannel& ch = p->channel;
     if (wc.status != rdmap::WcStatus::kSuccess && ch.state() == ChannelState::kConnected &&
         p->conn && p->conn->state() == transport::ConnectionState::kClosed) {
@@ -301,24 +342,18 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
     } else {
       ch.on_receive_completed(index, wc.byte_len, wc.status, now);
     }
-    carry_out(*p);
+    carry_out(lock, *p);
     if (ch.outstanding() == 0) p->cv.notify_all();
     if (touched.empty() || touched.back() != p) touched.push_back(std::move(p));
   }
 
   // Processes every completion in the queue, then ends the batch for each peer it touched
-  // (queued messages, standalone grants). `wait`: take the dispatch lock even if another
-  // thread holds it (a provider thread, so the handlers this finds run on it); otherwise,
-  // when it is held, leave the work to its holder, who looks again before it lets go.
-  void dispatch(bool wait) {
+  // (queued messages, standalone grants). Never waits for another thread: when one holds
+  // the dispatch lock, the work is left to it, and it looks again before it lets go.
+  void dispatch() {
     again.store(true);
     for (;;) {
-      if (wait) {
-        dispatch_mu.lock();
-      } else if (!dispatch_mu.try_lock()) {
-        return;
-      }
-      wait = false;
+      if (!dispatch_mu.try_lock()) return;
       dispatching = this;
       while (again.exchange(false)) {
         const auto now = Clock::now();
@@ -326,9 +361,9 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
           for (const auto& wc : polled) complete(wc, now);
         }
         for (const auto& p : touched) {
-          std::lock_guard lock(p->mu);
+          std::unique_lock lock(p->mu);
           p->channel.flush(now);
-          carry_out(*p);
+          carry_out(lock, *p);
         }
         touched.clear();
       }
@@ -349,13 +384,13 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
       owed.store(true);  // a post inside an application call: processed when it returns
       return;
     }
-    dispatch(true);
+    dispatch();
     run_handlers();
   }
 
   // The end of an application call (the outermost one of this endpoint on this thread).
   void after_api_call() {
-    if (owed.exchange(false)) dispatch(false);
+    if (owed.exchange(false)) dispatch();
     if (running_handlers == this) return;  // the runner on this thread takes what is queued
     bool pending = false;
     {
@@ -404,11 +439,11 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
           // Its buffer goes back (unless held or answered), and the grant with it. As in an
           // application call: what the posts complete is processed once the lock is let go.
           ApiCall call(*this);
-          std::lock_guard lock(d->peer->mu);
+          std::unique_lock lock(d->peer->mu);
           const auto now = Clock::now();
           d->peer->channel.delivered(wr_index(d->message.id), now);
           d->peer->channel.flush(now);
-          carry_out(*d->peer);
+          carry_out(lock, *d->peer);
         }
       } else if (auto* r = std::get_if<Ready>(&cb)) {
         if (ready_handler) ready_handler(r->peer);
@@ -427,14 +462,14 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
   void drop(const std::shared_ptr<Peer>& p, Millis timeout) {
     std::unique_ptr<transport::Connection> doomed;
     {
-      std::lock_guard lock(p->mu);
+      std::unique_lock lock(p->mu);
       p->channel.close();
-      doomed = std::move(p->conn);
+      doomed = take_connection(lock, *p);
     }
     if (doomed) doomed->disconnect(timeout);
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-      dispatch(true);
+      dispatch();
       std::unique_lock lock(p->mu);
       if (p->channel.outstanding() == 0) break;
       if (p->cv.wait_until(lock, std::min(deadline, Clock::now() + Millis(10)),
@@ -550,7 +585,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   auto theirs_params = credit::decode_credit_params(peer_private_data(**conn));
   std::string refusal;
   {
-    std::lock_guard lock(peer->mu);
+    std::unique_lock lock(peer->mu);
     peer->conn = std::move(*conn);
     // An accepted peer's scheme is known only now: a pending request does not name its provider.
     if (peer->scheme.empty()) peer->scheme = peer->conn->info().scheme;
@@ -571,7 +606,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
       } else {
         // What arrived before, processed now, as the end of a batch.
         peer->channel.flush(now);
-        carry_out(*peer);
+        carry_out(lock, *peer);
       }
     }
   }
@@ -638,9 +673,9 @@ void MessageEndpoint::close() {
   for (auto& [id, p] : peers) {
     std::unique_ptr<transport::Connection> conn;
     {
-      std::lock_guard lock(p->mu);
+      std::unique_lock lock(p->mu);
       p->channel.close();
-      conn = std::move(p->conn);
+      conn = s.take_connection(lock, *p);
       p->cv.notify_all();  // wait_ready() callers: their peer is gone
     }
     conn.reset();
@@ -671,9 +706,12 @@ Expected<PeerId, ConnectError> MessageEndpoint::connect(transport::Provider& pro
                                                         const transport::ProviderUri& where,
                                                         transport::ConnectOptions options,
                                                         std::string name) {
-  State::ApiCall call(*state_);
+  // close() on another thread waits for this setup and may then destroy the endpoint: the
+  // state stays for the end of the call (ApiCall's work) through this reference.
+  const std::shared_ptr<State> keep = state_;
+  State::ApiCall call(*keep);
   const std::vector<std::uint8_t> app_data = std::move(options.private_data);
-  return state_->add_peer(
+  return keep->add_peer(
       std::move(name), provider.scheme(),
       [&](const transport::QpCaps& caps, std::vector<std::uint8_t> params) {
         options.caps = caps;
@@ -689,7 +727,8 @@ Expected<PeerId, ConnectError> MessageEndpoint::connect(transport::Provider& pro
 Expected<PeerId, ConnectError> MessageEndpoint::accept(transport::PendingConnection& pending,
                                                        std::string name,
                                                        std::vector<std::uint8_t> private_data) {
-  State::ApiCall call(*state_);
+  const std::shared_ptr<State> keep = state_;  // as in connect()
+  State::ApiCall call(*keep);
   auto theirs = credit::decode_credit_params(pending.request().private_data);
   if (!theirs) {
     const std::string why =
@@ -699,7 +738,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::accept(transport::PendingConnect
                                   std::string(credit::describe(theirs.error()))));
   }
   const std::vector<std::uint8_t> request_data = pending.request().private_data;
-  return state_->add_peer(
+  return keep->add_peer(
       std::move(name), std::string_view{},
       [&](const transport::QpCaps& caps, std::vector<std::uint8_t> params) {
         params.insert(params.end(), private_data.begin(), private_data.end());
@@ -715,9 +754,9 @@ SendStatus MessageEndpoint::send(PeerId peer, std::span<const std::uint8_t> payl
   State::ApiCall call(s);
   auto p = s.find(peer);
   if (!p) return SendStatus::kUnknownPeer;
-  std::lock_guard lock(p->mu);
+  std::unique_lock lock(p->mu);
   const SendStatus status = p->channel.send(payload, Clock::now());
-  s.carry_out(*p);
+  s.carry_out(lock, *p);
   return status;
 }
 
@@ -740,9 +779,9 @@ SendStatus MessageEndpoint::reply(MessageId message, std::span<const std::uint8_
   State::ApiCall call(s);
   auto p = s.find_message(message);
   if (!p) return SendStatus::kNotHeld;
-  std::lock_guard lock(p->mu);
+  std::unique_lock lock(p->mu);
   const SendStatus status = p->channel.reply(wr_index(message), payload, Clock::now());
-  s.carry_out(*p);
+  s.carry_out(lock, *p);
   return status;
 }
 
@@ -760,12 +799,12 @@ SendStatus MessageEndpoint::release(MessageId message) {
   State::ApiCall call(s);
   auto p = s.find_message(message);
   if (!p) return SendStatus::kNotHeld;
-  std::lock_guard lock(p->mu);
+  std::unique_lock lock(p->mu);
   const auto now = Clock::now();
   const SendStatus status = p->channel.release(wr_index(message), now);
   // The buffer is posted again: its grant goes now if the window wants it.
   p->channel.flush(now);
-  s.carry_out(*p);
+  s.carry_out(lock, *p);
   return status;
 }
 

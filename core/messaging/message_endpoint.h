@@ -44,8 +44,11 @@
 // - The payload a handler sees is valid until the handler returns, or, when held, until
 //   reply() or release().
 // - Locks, outermost first: the endpoint's dispatch lock (one thread processes completions at
-//   a time, so they are taken in queue order), a peer's lock (its channel and connection
-//   calls), then the provider's. The peers map and the handler queue have leaf locks.
+//   a time, so they are taken in queue order; a thread that finds it held leaves its work to
+//   the holder instead of waiting), a peer's lock (its channel), then the provider's. Work
+//   requests go to the provider with the peer's lock released, by one thread at a time per
+//   peer and in the channel's order (whoever is posting takes what others add meanwhile): no
+//   thread waits for another's sendmsg. The peers map and the handler queue have leaf locks.
 //
 //   MessageEndpoint ep(config);
 //   ep.on_message([&](const Message& m) { ep.reply(m.id, answer(m.payload)); });

@@ -2,6 +2,7 @@
 // next to a baseline measured in the same run.
 //
 //   credit_bench [--seconds S] [--size N] [--window W]...   (default windows 16, 256, 1024)
+//   credit_bench --profile ours ...   our message rate only, for a profiler (no baseline)
 //
 //   64 B message rate   one MessageEndpoint sending to another as fast as credits allow, one
 //                       direction, vs raw TCP messages pipelined over one connection (a 4-octet
@@ -321,6 +322,7 @@ int main(int argc, char** argv) {
   double seconds = 2.0;
   std::uint32_t size = 64;
   std::vector<std::uint32_t> windows;
+  bool profile_ours = false;  // only our message rate, for a profiler: no baseline, no ratio
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--seconds") {
@@ -329,8 +331,10 @@ int main(int argc, char** argv) {
       size = static_cast<std::uint32_t>(std::atoi(argv[i + 1]));
     } else if (flag == "--window") {
       windows.push_back(static_cast<std::uint32_t>(std::atoi(argv[i + 1])));
+    } else if (flag == "--profile" && std::string(argv[i + 1]) == "ours") {
+      profile_ours = true;
     } else {
-      die("usage: credit_bench [--seconds S] [--size N] [--window W]...");
+      die("usage: credit_bench [--seconds S] [--size N] [--window W]... [--profile ours]");
     }
   }
   if (windows.empty()) windows = {16, 256, 1024};
@@ -340,6 +344,13 @@ int main(int argc, char** argv) {
   if (size == 0 || size > 4096 || seconds <= 0) die("bad --size or --seconds");
   // Before any thread starts: the syscall counter follows the threads made after it.
   const auto meter = bench::CostMeter::open();
+  if (profile_ours) {
+    for (auto w : windows) {
+      const auto ours = credit_message_rate(meter, seconds, size, w);
+      std::printf("window %u: %.0f msg/s (no baseline: --profile ours)\n", w, ours.messages_per_s);
+    }
+    return 0;
+  }
   std::printf("%-40s %12s %12s %-6s %7s  %s\n", "loopback, same run", "ours", "baseline", "unit",
               "ratio", "target");
   auto syscalls = [](const bench::PerOp& c) {
