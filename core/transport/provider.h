@@ -79,6 +79,9 @@ struct ConnectError {
   // connect: how many attempts were made (1 + the retries used, ConnectOptions::retries);
   // 0 for errors of listen() and accept().
   std::uint32_t attempts = 0;
+  // kUnreachable: the errno behind it, where there is one (ECONNREFUSED: nothing listens
+  // there, which connect_retry.h retries), else 0.
+  int sys_errno = 0;
 };
 std::string to_string(const ConnectError& e);
 // Stable id of a kind, for JSON reports: "setup", "unreachable", "address_in_use",
@@ -236,15 +239,15 @@ struct ConnectOptions {
   std::vector<std::uint8_t> private_data;
   QpCaps caps;
   Millis timeout{15000};  // per attempt: TCP connect + MPA setup (+ one revision-1 retry)
-  // Retry policy. A failed attempt is retried (at most `retries` times) when the listener
-  // may take it later: a Reject with the overflow marker (failure backlog_full), TCP
-  // connect refused or reset, a reset during MPA setup, or no Reply in time (a listener
-  // with the drop policy leaves a Request over its backlog unanswered). Any other failure
-  // (the peer application's own Reject, a negotiation failure) ends the connect at once.
-  // Before retry n (1-based) the initiator sleeps a uniformly random time in
-  // [0, min(retry_backoff_max, retry_backoff * 2^(n-1))] ("full jitter"), so a storm of
-  // clients spreads out instead of coming back in step. The jitter comes from a generator
-  // seeded with `retry_seed` (0: a fresh seed per connect), never from shared state.
+  // Retry policy (core/transport/connect_retry.h, the same for every provider). A failed
+  // attempt is retried (at most `retries` times) when the listener may take it later: a
+  // Reject with the overflow marker (failure backlog_full), nothing listening yet or a
+  // reset, a reset during setup, or no Reply in time (a listener with the drop policy leaves
+  // a Request over its backlog unanswered). Any other failure (the peer application's own
+  // Reject, a negotiation failure) ends the connect at once. Before retry n (1-based) the
+  // initiator sleeps a uniformly random time in [0, min(retry_backoff_max, retry_backoff *
+  // 2^(n-1))] ("full jitter"). The jitter comes from a generator seeded with `retry_seed`
+  // (0: a fresh seed per connect), never from shared state.
   std::uint32_t retries = 0;
   Millis retry_backoff{100};
   Millis retry_backoff_max{5000};

@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/transport/connect_retry.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
-#include "core/transport/tcp/tcp_connector.h"
 #include "eventually.h"
 
 namespace rdma_interop::transport {
@@ -283,13 +283,12 @@ TEST_F(TcpBacklogTest, HalfOpenFloodDoesNotKeepAClientOut) {
   listen(o);
   std::vector<int> flood;
   for (int i = 0; i < 32; ++i) flood.push_back(raw_connect());  // never send a Request
-  EXPECT_TRUE(eventually([&] { 
+  EXPECT_TRUE(eventually([&] {
     const auto c = listener_->counters();
     return c.half_open_evicted + c.half_open_expired >= 24;
-  }))
-      << "half_open " << listener_->counters().half_open << " opened "
-      << listener_->counters().half_open_opened << " evicted "
-      << listener_->counters().half_open_evicted << " aborted "
+  })) << "half_open "
+      << listener_->counters().half_open << " opened " << listener_->counters().half_open_opened
+      << " evicted " << listener_->counters().half_open_evicted << " aborted "
       << listener_->counters().half_open_aborted;
   auto pending = connect_async();
   auto request = listener_->next_request(kWait);
@@ -317,30 +316,51 @@ TEST(RetryPolicy, FullJitterStaysUnderTheCappedExponentialCeiling) {
   for (std::uint32_t retry = 1; retry <= 6; ++retry) {
     const Millis ceiling{std::min<std::int64_t>(70, 10LL << (retry - 1))};
     for (int i = 0; i < 200; ++i) {
-      const Millis d = tcp::retry_delay(o, retry, rng);
+      const Millis d = retry_delay(o, retry, rng);
       ASSERT_GE(d.count(), 0);
       ASSERT_LE(d, ceiling) << "retry " << retry;
     }
   }
   std::mt19937_64 a(42), b(42);
-  EXPECT_EQ(tcp::retry_delay(o, 3, a), tcp::retry_delay(o, 3, b));  // seeded: reproducible
+  EXPECT_EQ(retry_delay(o, 3, a), retry_delay(o, 3, b));  // seeded: reproducible
 }
 
 TEST(RetryPolicy, OnlyFailuresTheListenerMayLaterTakeAreRetried) {
   ConnectError e;
   e.kind = ConnectError::Kind::kSetup;
   e.failure = cm::CmFailure::kBacklogFull;
-  EXPECT_TRUE(tcp::retryable(e, 0));
+  EXPECT_TRUE(retryable(e));
   e.failure = cm::CmFailure::kReplyTimeout;
-  EXPECT_TRUE(tcp::retryable(e, 0));
+  EXPECT_TRUE(retryable(e));
   e.failure = cm::CmFailure::kPeerRejected;
-  EXPECT_FALSE(tcp::retryable(e, 0));
+  EXPECT_FALSE(retryable(e));
   e.failure = cm::CmFailure::kNoMatchingRtr;
-  EXPECT_FALSE(tcp::retryable(e, 0));
+  EXPECT_FALSE(retryable(e));
   e.kind = ConnectError::Kind::kUnreachable;
   e.failure.reset();
-  EXPECT_TRUE(tcp::retryable(e, ECONNREFUSED));
-  EXPECT_FALSE(tcp::retryable(e, EHOSTUNREACH));
+  e.sys_errno = ECONNREFUSED;
+  EXPECT_TRUE(retryable(e));
+  e.sys_errno = EHOSTUNREACH;
+  EXPECT_FALSE(retryable(e));
+}
+
+TEST(RetryPolicy, TheScheduleStopsAtTheRetriesOrAFailureNotWorthAnother) {
+  ConnectOptions o;
+  o.retries = 2;
+  o.retry_backoff = 10ms;
+  o.retry_backoff_max = 40ms;
+  o.retry_seed = 7;
+  ConnectError refused;
+  refused.kind = ConnectError::Kind::kUnreachable;
+  refused.sys_errno = ECONNREFUSED;
+  RetrySchedule schedule(o);
+  EXPECT_TRUE(schedule.after_failure(refused, 1).has_value());
+  EXPECT_TRUE(schedule.after_failure(refused, 2).has_value());
+  EXPECT_FALSE(schedule.after_failure(refused, 3).has_value()) << "2 retries used";
+  ConnectError rejected;
+  rejected.kind = ConnectError::Kind::kSetup;
+  rejected.failure = cm::CmFailure::kPeerRejected;
+  EXPECT_FALSE(RetrySchedule(o).after_failure(rejected, 1).has_value());
 }
 
 }  // namespace

@@ -35,7 +35,6 @@ struct SetupResult {
   std::shared_ptr<ConnectionCore> connection;  // established
   std::optional<ConnectError> error;           // failed
   bool retry_revision1 = false;                // initiator: reconnect in revision 1
-  int tcp_errno = 0;  // initiator: the TCP connect failed with it (error kind kUnreachable)
 };
 
 // The TCP connection a session sets up.

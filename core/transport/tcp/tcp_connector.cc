@@ -8,54 +8,10 @@
 #include <optional>
 #include <thread>
 
+#include "core/transport/connect_retry.h"
 #include "core/transport/tcp/connection_core.h"
 
 namespace rdma_interop::transport::tcp {
-
-bool retryable(const ConnectError& error, int tcp_errno) {
-  switch (error.kind) {
-    case ConnectError::Kind::kUnreachable:
-      return tcp_errno == ECONNREFUSED || tcp_errno == ECONNRESET;
-    case ConnectError::Kind::kSetup:
-      // A reset during setup: a listener that evicted us from its half-open queue, closed
-      // a Request that waited too long, or an older listener resetting over its backlog.
-      return error.failure == cm::CmFailure::kBacklogFull ||
-             error.failure == cm::CmFailure::kReplyTimeout ||
-             error.failure == cm::CmFailure::kConnectionReset;
-    case ConnectError::Kind::kTimeout:  // the Request went unanswered (drop policy)
-      return true;
-    case ConnectError::Kind::kAddressInUse:
-    case ConnectError::Kind::kInvalidArgument:
-      return false;
-  }
-  return false;
-}
-
-namespace {
-
-std::uint64_t fresh_seed() {
-  // std::random_device once per thread, not per connect (it reads the kernel's entropy each
-  // time); then splitmix64 over a counter, which gives every connect a different seed.
-  thread_local std::uint64_t state =
-      (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
-Millis retry_delay(const ConnectOptions& options, std::uint32_t retry, std::mt19937_64& rng) {
-  const std::int64_t base = std::max<std::int64_t>(options.retry_backoff.count(), 0);
-  const std::int64_t cap = std::max<std::int64_t>(options.retry_backoff_max.count(), 0);
-  std::int64_t ceiling = base;
-  for (std::uint32_t i = 1; i < retry && ceiling < cap; ++i) ceiling *= 2;
-  ceiling = std::min(ceiling, cap);
-  // Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"): spreads a storm
-  // of clients that all failed at once over the whole window.
-  return Millis(std::uniform_int_distribution<std::int64_t>(0, ceiling)(rng));
-}
 
 namespace {
 
@@ -63,8 +19,9 @@ SetupResult failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 
   ConnectError e;
   e.kind = kind;
   e.detail = std::move(detail);
+  e.sys_errno = tcp_errno;
   if (kind == ConnectError::Kind::kSetup) e.failure = cm::CmFailure::kConnectionReset;
-  return SetupResult{nullptr, std::move(e), false, tcp_errno};
+  return SetupResult{nullptr, std::move(e), false};
 }
 
 SetupResult timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
@@ -146,16 +103,14 @@ SetupResult attempt(runtime::EventLoop& loop, const sockaddr_in& peer,
 
 SetupResult connect_on_caller(runtime::EventLoop& loop, const sockaddr_in& peer,
                               const ConnectOptions& options) {
-  std::optional<std::mt19937_64> rng;  // seeded at the first retry: most connects need none
+  RetrySchedule schedule(options);
   for (std::uint32_t attempts = 1;; ++attempts) {
     SetupResult r = attempt(loop, peer, options);
-    if (r.connection || !r.error || attempts > options.retries ||
-        !retryable(*r.error, r.tcp_errno)) {
-      if (r.error) r.error->attempts = attempts;
-      return r;
-    }
-    if (!rng) rng.emplace(options.retry_seed != 0 ? options.retry_seed : fresh_seed());
-    std::this_thread::sleep_for(retry_delay(options, attempts, *rng));
+    if (r.connection || !r.error) return r;
+    r.error->attempts = attempts;
+    const auto wait = schedule.after_failure(*r.error, attempts);
+    if (!wait) return r;
+    std::this_thread::sleep_for(*wait);
   }
 }
 

@@ -174,6 +174,7 @@ ConnectError VerbsConnectionCore::setup_error(const CmEvent& e) const {
                                      : e.status == kIbRejectInvalidServiceId;
       if (no_listener) {
         error.kind = ConnectError::Kind::kUnreachable;
+        error.sys_errno = ECONNREFUSED;  // as a TCP connect to a closed port: retried
         error.detail =
             "the peer refused the connection: nothing listens there (" + describe(e) + ")";
         return error;

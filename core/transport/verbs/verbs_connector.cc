@@ -124,6 +124,7 @@ void Connector::on_route_resolved() {
     e.kind = (err == ECONNREFUSED || err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
                  ? ConnectError::Kind::kUnreachable
                  : ConnectError::Kind::kSetup;
+    if (e.kind == ConnectError::Kind::kUnreachable) e.sys_errno = err;
     e.detail =
         "rdma_connect to " + format_sockaddr(peer_.get()) + " failed: " + errno_sentence(err);
     core->fail_setup(std::move(e));

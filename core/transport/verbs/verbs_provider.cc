@@ -1,5 +1,8 @@
 #include "core/transport/verbs/verbs_provider.h"
 
+#include <thread>
+
+#include "core/transport/connect_retry.h"
 #include "core/transport/verbs/cm_address.h"
 #include "core/transport/verbs/verbs_connection.h"
 #include "core/transport/verbs/verbs_connector.h"
@@ -44,9 +47,9 @@ class VerbsProvider final : public Provider {
  public:
   std::string_view scheme() const override { return "verbs"; }
 
-  Expected<std::unique_ptr<Listener>, ConnectError> listen(const ProviderUri& where,
-                                                           const cm::MpaPolicy& policy,
-                                                           const ListenOptions& listen_options) override {
+  Expected<std::unique_ptr<Listener>, ConnectError> listen(
+      const ProviderUri& where, const cm::MpaPolicy& policy,
+      const ListenOptions& listen_options) override {
     // rdma_cm shows no half-open stage, and this listener keeps no decision or overflow
     // timers: only the backlog and the reject policy apply here (verbs_listener.h). A drop
     // request is refused, not quietly served as reject: the caller's counters would lie.
@@ -113,24 +116,34 @@ class VerbsProvider final : public Provider {
       }
       source = *local;
     }
-    auto result = std::make_shared<SetupRendezvous>();
-    context_->loop().post([context = context_.get(), peer = *address, source, options,
-                           verbs_options = *verbs_options, result] {
-      auto channel = context->channel();
-      if (!channel) {
-        result->set(
-            SetupResult{nullptr, error_of(ConnectError::Kind::kUnreachable, channel.error())});
-        return;
+    // Each attempt runs on the event thread (the CM channel's); the retries, as every
+    // provider's, follow core/transport/connect_retry.h, sleeping on the caller's thread.
+    RetrySchedule schedule(options);
+    for (std::uint32_t attempts = 1;; ++attempts) {
+      auto result = std::make_shared<SetupRendezvous>();
+      context_->loop().post([context = context_.get(), peer = *address, source, options,
+                             verbs_options = *verbs_options, result] {
+        auto channel = context->channel();
+        if (!channel) {
+          result->set(
+              SetupResult{nullptr, error_of(ConnectError::Kind::kUnreachable, channel.error())});
+          return;
+        }
+        std::make_shared<Connector>(context->loop(), **channel, peer, source, options,
+                                    verbs_options, result)
+            ->start();
+      });
+      // The connector's and the core's deadlines (options.timeout) guarantee an answer.
+      SetupResult r = result->take();
+      if (r.core) {
+        return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(context_, r.core));
       }
-      std::make_shared<Connector>(context->loop(), **channel, peer, source, options, verbs_options,
-                                  result)
-          ->start();
-    });
-    // The connector's and the core's deadlines (options.timeout) guarantee an answer.
-    SetupResult r = result->take();
-    if (r.core)
-      return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(context_, r.core));
-    return unexpected(r.error.value_or(ConnectError{}));
+      ConnectError error = r.error.value_or(ConnectError{});
+      error.attempts = attempts;
+      const auto wait = schedule.after_failure(error, attempts);
+      if (!wait) return unexpected(std::move(error));
+      std::this_thread::sleep_for(*wait);
+    }
   }
 
  private:
