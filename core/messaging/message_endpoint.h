@@ -68,6 +68,7 @@
 #include "core/credit/completion_budget.h"
 #include "core/credit/credit_window.h"
 #include "core/credit/peer_channel.h"
+#include "core/messaging/message.h"
 #include "core/transport/completion_queue.h"
 #include "core/transport/provider.h"
 #include "core/util/expected.h"
@@ -98,14 +99,7 @@ struct EndpointConfig {
   bool ignore_credits = false;
 };
 
-using PeerId = std::uint32_t;     // never reused within an endpoint
-using MessageId = std::uint64_t;  // a received message, for reply() / hold() / release()
-
-struct Message {
-  PeerId peer = 0;
-  MessageId id = 0;
-  std::span<const std::uint8_t> payload;
-};
+// PeerId, MessageId, Message and the handler types: core/messaging/message.h.
 
 // send(), reply(), hold() and release() answer with the channel's statuses (kOk, kTryAgain,
 // kTooLong, kUnknownPeer, kPeerFailed, kNotHeld: core/credit/peer_channel.h).
@@ -148,11 +142,6 @@ struct EndpointStats {
 
 class MessageEndpoint {
  public:
-  using MessageHandler = std::function<void(const Message&)>;
-  using ReadyHandler = std::function<void(PeerId)>;  // may send again
-  using FailureHandler = std::function<void(PeerId, const std::string&)>;
-  using CloseHandler = std::function<void(PeerId, const std::string&)>;
-
   // The config is checked when a peer is added (kInvalidArgument then).
   explicit MessageEndpoint(EndpointConfig config);
   // close().

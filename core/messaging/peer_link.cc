@@ -1,0 +1,149 @@
+#include "core/messaging/peer_link.h"
+
+#include <chrono>
+#include <iterator>
+
+#include "core/rdmap/memory_registry.h"
+
+namespace rdma_interop::messaging {
+namespace {
+
+using credit::ChannelAction;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kSendFlag = 0x80000000u;
+constexpr std::uint64_t kIndexMask = 0x7FFFFFFFu;
+
+}  // namespace
+
+std::uint64_t make_wr_id(PeerId peer, bool send, std::uint32_t index) {
+  return (std::uint64_t{peer} << 32) | (send ? kSendFlag : 0) | index;
+}
+
+PeerId wr_peer(std::uint64_t wr_id) {
+  return static_cast<PeerId>(wr_id >> 32);
+}
+
+bool wr_is_send(std::uint64_t wr_id) {
+  return (wr_id & kSendFlag) != 0;
+}
+
+std::uint32_t wr_index(std::uint64_t wr_id) {
+  return static_cast<std::uint32_t>(wr_id & kIndexMask);
+}
+
+MessageId make_message_id(PeerId peer, std::uint32_t index) {
+  return make_wr_id(peer, false, index);
+}
+
+PeerLink::PeerLink(PeerId id_, std::string name_, std::string scheme_,
+                   const credit::ChannelConfig& config)
+    : id(id_), name(std::move(name_)), scheme(std::move(scheme_)), channel(config) {}
+
+std::vector<transport::InitialRecv> PeerLink::initial_receives() const {
+  std::vector<transport::InitialRecv> out;
+  for (std::uint32_t i = 0; i < channel.receive_buffers(); ++i) {
+    out.push_back(transport::InitialRecv{make_wr_id(id, false, i), channel.receive_buffer(i),
+                                         channel.buffer_size()});
+  }
+  return out;
+}
+
+void PeerLink::register_buffers() {
+  rx_stag_ = conn->register_memory(channel.receive_memory().data(), channel.receive_memory().size(),
+                                   rdmap::kLocalWrite);
+  tx_stag_ = conn->register_memory(channel.send_memory().data(), channel.send_memory().size(),
+                                   rdmap::kLocalWrite);
+}
+
+void PeerLink::take_actions() {
+  channel.take_actions(scratch_);
+  outbox_.insert(outbox_.end(), std::make_move_iterator(scratch_.begin()),
+                 std::make_move_iterator(scratch_.end()));
+}
+
+void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) {
+  take_actions();
+  if (posting_ || outbox_.empty()) return;
+  posting_ = true;
+  std::vector<ChannelAction> batch;
+  Refusals refused;
+  std::vector<std::uint32_t> unhandled;  // delivered with nobody to take them: let go at once
+  while (!outbox_.empty()) {
+    batch.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
+    outbox_.clear();
+    lock.unlock();
+    for (const ChannelAction& a : batch) carry_out_one(a, sink, refused, unhandled);
+    lock.lock();
+    for (auto& [a, why] : refused) channel.on_post_refused(a, why);
+    for (std::uint32_t index : unhandled) channel.delivered(index, Clock::now());
+    refused.clear();
+    unhandled.clear();
+    take_actions();
+  }
+  posting_ = false;
+  cv.notify_all();  // take_connection() may be waiting
+}
+
+// One action, without `mu` (this thread is the poster, so `conn` stays). What needs the
+// channel again is noted for the caller: a post the provider refused, a message nobody takes.
+void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals& refused,
+                             std::vector<std::uint32_t>& unhandled) {
+  switch (a.type) {
+    case ChannelAction::Type::kPostSend: {
+      const rdmap::SendWr wr{
+          make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
+          rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)), a.length,
+                     tx_stag_}};
+      const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
+      if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
+      return;
+    }
+    case ChannelAction::Type::kPostRecv: {
+      const rdmap::RecvWr wr{
+          make_wr_id(id, false, a.index),
+          rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.receive_buffer(a.index)),
+                     channel.buffer_size(), rx_stag_}};
+      const auto err = conn ? conn->post_recv(wr) : rdmap::PostError::kNotConnected;
+      if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
+      return;
+    }
+    case ChannelAction::Type::kDeliver:
+      if (sink.takes_messages()) {
+        sink.queue(
+            Delivery{shared_from_this(), Message{id, make_message_id(id, a.index), a.payload}});
+      } else {
+        unhandled.push_back(a.index);
+      }
+      return;
+    case ChannelAction::Type::kTerminate:
+      if (conn) conn->terminate(a.cause);
+      return;
+    case ChannelAction::Type::kReady:
+      sink.queue(Ready{id});
+      cv.notify_all();
+      return;
+    case ChannelAction::Type::kFailed:
+    case ChannelAction::Type::kClosed: {
+      std::string detail = a.detail;
+      if (a.type == ChannelAction::Type::kFailed && conn) {
+        // The provider's own words for what happened to the connection, if it has any.
+        const std::string conn_detail = conn->error_detail();
+        if (!conn_detail.empty() && detail.find(conn_detail) == std::string::npos) {
+          detail += ": " + conn_detail;
+        }
+      }
+      sink.queue(Ended{id, a.type == ChannelAction::Type::kFailed, std::move(detail)});
+      cv.notify_all();
+      return;
+    }
+  }
+}
+
+std::unique_ptr<transport::Connection> PeerLink::take_connection(
+    std::unique_lock<std::mutex>& lock) {
+  cv.wait(lock, [&] { return !posting_; });
+  return std::move(conn);
+}
+
+}  // namespace rdma_interop::messaging
