@@ -397,21 +397,31 @@ runtime::IoResult ConnectionCore::unlocked(Syscall&& syscall) {
   return r;
 }
 
+// The FPDUs framed for one write, the ULPDUs they may point into, and the iovecs: the writing
+// thread's, not the connection's. Only the writer uses them, and only while it writes, so
+// one set per thread serves every connection (each would otherwise keep 3.4 KB of them).
+struct ConnectionCore::TxBatch {
+  std::array<rdmap::OutgoingUlpdu, 16> ulpdus;
+  std::array<wire::FpduFrame, 16> frames;
+  std::vector<iovec> iov;
+};
+
 void ConnectionCore::write_ready() {
   if (!write_unsent()) return;
+  thread_local TxBatch batch;
   while (phase_ == Phase::kOpen) {
     // The FPDUs ready now go out in one sendmsg: a message a small MULPDU cuts into many,
     // Read Responses behind Sends, what queued while the socket was full (kBatchOctets).
     std::size_t count = 0;
     std::size_t octets = 0;
-    while (count < frames_.size() && octets < kBatchOctets) {
+    while (count < batch.frames.size() && octets < kBatchOctets) {
       auto next = endpoint_.next_outgoing();
       if (!next) break;
       // Kept with its frame: a frame may point into its ULPDU's header.
-      const rdmap::OutgoingUlpdu& ulpdu = ulpdus_[count] = *next;
+      const rdmap::OutgoingUlpdu& ulpdu = batch.ulpdus[count] = *next;
       const std::array<std::span<const std::uint8_t>, 2> parts{ulpdu.header_octets(),
                                                                ulpdu.payload};
-      const auto encoded = encoder_.encode(parts, frames_[count]);
+      const auto encoded = encoder_.encode(parts, batch.frames[count]);
       if (!encoded) {
         // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
         // (Sends whose last segment is in this unwritten batch have completed already: the
@@ -430,7 +440,7 @@ void ConnectionCore::write_ready() {
     // written or copied to `unsent_` before any completion is announced.
     // mu_ was let go during the write: others may have posted meanwhile, so the loop ends
     // only when the endpoint has nothing ready (count == 0 above).
-    if (!write_frames(count) || phase_ != Phase::kOpen) return;
+    if (!write_frames(batch, count) || phase_ != Phase::kOpen) return;
   }
 }
 
@@ -453,20 +463,21 @@ bool ConnectionCore::write_unsent() {
   return true;
 }
 
-bool ConnectionCore::write_frames(std::size_t count) {
-  iov_.clear();
+bool ConnectionCore::write_frames(TxBatch& batch, std::size_t count) {
+  std::vector<iovec>& iov = batch.iov;
+  iov.clear();
   for (std::size_t i = 0; i < count; ++i) {
-    for (const auto slice : frames_[i].slices()) {
+    for (const auto slice : batch.frames[i].slices()) {
       if (slice.empty()) continue;
-      iov_.push_back(iovec{const_cast<std::uint8_t*>(slice.data()), slice.size()});
+      iov.push_back(iovec{const_cast<std::uint8_t*>(slice.data()), slice.size()});
     }
   }
   std::size_t next = 0;
   const int fd = fd_.get();
-  while (next < iov_.size()) {
-    const std::size_t count = std::min(iov_.size() - next, kMaxIovPerCall);
+  while (next < iov.size()) {
+    const std::size_t count = std::min(iov.size() - next, kMaxIovPerCall);
     const runtime::IoResult r =
-        unlocked([&] { return runtime::write_some(fd, std::span(iov_).subspan(next, count)); });
+        unlocked([&] { return runtime::write_some(fd, std::span(iov).subspan(next, count)); });
     if (phase_ != Phase::kOpen) return false;  // closed while we wrote: nothing more goes
     if (r.error != 0) {
       on_peer_closed(true, r.error);
@@ -474,7 +485,7 @@ bool ConnectionCore::write_frames(std::size_t count) {
     }
     std::size_t written = r.bytes;
     while (written > 0) {
-      iovec& v = iov_[next];
+      iovec& v = iov[next];
       if (written >= v.iov_len) {
         written -= v.iov_len;
         ++next;
@@ -486,11 +497,11 @@ bool ConnectionCore::write_frames(std::size_t count) {
     }
     if (r.would_block) break;
   }
-  if (next == iov_.size()) return true;
+  if (next == iov.size()) return true;
   // The socket is full: keep the rest of these FPDUs, and pull no more until they are out.
-  for (; next < iov_.size(); ++next) {
-    const auto* p = static_cast<const std::uint8_t*>(iov_[next].iov_base);
-    unsent_.insert(unsent_.end(), p, p + iov_[next].iov_len);
+  for (; next < iov.size(); ++next) {
+    const auto* p = static_cast<const std::uint8_t*>(iov[next].iov_base);
+    unsent_.insert(unsent_.end(), p, p + iov[next].iov_len);
   }
   return false;
 }

@@ -5,7 +5,8 @@
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
 // memory happens here, as an RNIC's DMA would).
 // Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> one sendmsg of the slices of up
-// to 16 ready frames, closing at 16 KiB (the payload straight from registered memory).
+// to 16 ready frames, closing at 16 KiB (the payload straight from registered memory); the
+// frames are the writing thread's, not the connection's (they live only while it writes).
 // Whatever the socket does not take is copied to `unsent_` and nothing more is pulled from
 // the endpoint until it drained, so buffered output is bounded by one batch (under 16 KiB
 // plus one FPDU); the endpoint's queues are bounded by the QP caps.
@@ -30,7 +31,6 @@
 // pushed with mu_ held and announced (CompletionQueue::notify) once it is released.
 #pragma once
 
-#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -102,12 +102,13 @@ class ConnectionCore : public runtime::IoHandler,
   void read_socket();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
+  struct TxBatch;      // the FPDUs of one write (connection_core.cc)
   void write_ready();  // transmit()'s loop, by the one writer
   // Runs a write syscall with mu_ released (the caller is the writer, holding a Guard).
   template <class Syscall>
   runtime::IoResult unlocked(Syscall&& syscall);
   bool write_unsent();
-  bool write_frames(std::size_t count);  // frames_[0, count): false if the socket is full
+  bool write_frames(TxBatch& batch, std::size_t count);  // false if the socket is full
   void after_activity();
   void on_peer_closed(bool reset, int err);
   void close_socket(bool abortive);
@@ -151,15 +152,11 @@ class ConnectionCore : public runtime::IoHandler,
   std::optional<runtime::EventLoop::TimerId> close_timer_;
   wire::FpduEncoder encoder_;
   wire::FpduDecoder decoder_;
-  // FPDUs framed and not yet written: ready ones leave together in one sendmsg.
-  std::array<rdmap::OutgoingUlpdu, 16> ulpdus_;
-  std::array<wire::FpduFrame, 16> frames_;
   bool stream_failed_ = false;
   bool tx_busy_ = false;  // a thread is writing (with mu_ released around its syscalls)
   std::vector<std::uint8_t> leftover_;
   std::vector<std::uint8_t> unsent_;
   std::size_t unsent_offset_ = 0;
-  std::vector<iovec> iov_;
   // The receive side (see the top of this file).
   bool rx_drained_ = false;      // the last read found the socket empty (EAGAIN or a short read)
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
