@@ -62,7 +62,8 @@ Output, one line per event (JSON with --json; the schema is in tools/rdma-mesh/m
   listening, connected (per peer), started, report every --report-interval-ms (t since the
   start, VmRSS in KiB, per peer: sent, received, bytes, refused, credits, queued, held,
   stalls, state, terminate_sent / terminate_received as layer/etype/code, and the
-  application's counts by kind with sequence gaps), peer_failed, and a final summary.
+  application's counts by kind with sequence gaps), peer_failed (its connection failed),
+  peer_closed (it closed its connection in order: not a failure), and a final summary.
 The endpoint publishes every peer's credit figures to the run directory ($RDMA_INTEROP_RUN_DIR):
 'backlog-stat --connections' shows them while the node runs. SIGTERM or SIGINT ends the run
 early, with a summary.
