@@ -87,7 +87,14 @@ Expected<std::size_t, WireError> FpduEncoder::encode(
   length_field_position_ = fpdu_start_ + (leading_marker ? kMarkerLen : 0);
   crc_running_ = kCrc32cInit;
 
+  // RFC 5044 s4.1: pad so that ULPDU_Length + ULPDU + PAD is a multiple of 4.
+  const std::size_t pad =
+      (kFpduAlignment - (kUlpduLengthLen + ulpdu_length) % kFpduAlignment) % kFpduAlignment;
   store_be16(out.head_.data(), static_cast<std::uint16_t>(ulpdu_length));
+  if (!options_.markers &&
+      kUlpduLengthLen + ulpdu_length + pad + kCrcLen <= FpduFrame::kInlineCapacity) {
+    return encode_inline(parts, ulpdu_length, pad, out);
+  }
   std::size_t head_length = kUlpduLengthLen;
   std::size_t next_part = 0;
   for (; next_part < parts.size(); ++next_part) {
@@ -100,9 +107,6 @@ Expected<std::size_t, WireError> FpduEncoder::encode(
   emit(std::span<const std::uint8_t>(out.head_).first(head_length), out);
   for (auto p : parts.subspan(next_part)) emit(p, out);
 
-  // RFC 5044 s4.1: pad so that ULPDU_Length + ULPDU + PAD is a multiple of 4.
-  const std::size_t pad =
-      (kFpduAlignment - (kUlpduLengthLen + ulpdu_length) % kFpduAlignment) % kFpduAlignment;
   std::fill(out.trailer_.begin(), out.trailer_.end(), 0);
   const auto pad_octets = std::span<const std::uint8_t>(out.trailer_).first(pad);
   if (options_.markers) {
@@ -123,6 +127,25 @@ Expected<std::size_t, WireError> FpduEncoder::encode(
   stream_position_ += trailer_length;
   out.wire_length_ += trailer_length;
   return out.wire_length_;
+}
+
+// The whole FPDU in the frame's own octets, one slice: length field (already stored),
+// ULPDU, pad, CRC over all of it in one call. No markers (the caller checked).
+std::size_t FpduEncoder::encode_inline(std::span<const std::span<const std::uint8_t>> parts,
+                                       std::size_t ulpdu_length, std::size_t pad, FpduFrame& out) {
+  std::uint8_t* at = out.head_.data() + kUlpduLengthLen;
+  for (auto p : parts) at = std::copy(p.begin(), p.end(), at);
+  at = std::fill_n(at, pad, std::uint8_t{0});
+  const std::size_t covered = kUlpduLengthLen + ulpdu_length + pad;
+  const auto crc = options_.crc ? crc32c_wire_bytes(crc32c_finish(crc32c_update(
+                                      kCrc32cInit, std::span(out.head_).first(covered))))
+                                : std::array<std::uint8_t, 4>{0, 0, 0, 0};
+  std::copy(crc.begin(), crc.end(), at);
+  const std::size_t length = covered + kCrcLen;
+  out.slices_.push_back(std::span<const std::uint8_t>(out.head_).first(length));
+  stream_position_ += length;
+  out.wire_length_ = length;
+  return length;
 }
 
 }  // namespace rdma_interop::wire

@@ -1,10 +1,14 @@
 // fpdu_encoder.h - frames ULPDUs as MPA FPDUs (RFC 5044 s4): ULPDU_Length, pad to 4 octets,
 // CRC32c, and markers every 512 octets of the stream with their FPDU back-pointer.
 //
-// The encoder never copies the caller's payload: an FpduFrame is a list of slices, some
+// The encoder does not copy a payload of any size: an FpduFrame is a list of slices, some
 // pointing into the caller's buffers, some into the frame's own few octets (length field,
-// markers, pad and CRC). A transport hands the slices to writev/sendmsg. The encoder keeps
-// the stream position, so one encoder serves one direction of one connection, in order.
+// markers, pad and CRC). A transport hands the slices to writev/sendmsg. A small FPDU is the
+// one exception: one that fits kInlineCapacity octets, without markers, is built whole in
+// the frame and goes as one slice, as verbs providers copy small sends (IBV_SEND_INLINE):
+// below a few hundred octets each extra iovec costs the kernel more than the copy. The
+// encoder keeps the stream position, so one encoder serves one direction of one connection,
+// in order.
 #pragma once
 
 #include <array>
@@ -20,10 +24,13 @@
 namespace rdma_interop::wire {
 
 // One encoded FPDU as slices in wire order. Leading parts of the ULPDU that fit in 62 octets
-// (headers) are copied into the frame; everything after them is referenced, never copied. Valid until the next encode into it, and only
-// while the caller's ULPDU buffers live. Not copyable: slices point into the frame itself.
+// (headers) are copied into the frame; everything after them is referenced, never copied,
+// unless the whole FPDU fits kInlineCapacity (no markers): then it is one slice of the
+// frame's own. Valid until the next encode into it, and only while the caller's ULPDU
+// buffers live. Not copyable: slices point into the frame itself.
 class FpduFrame {
  public:
+  static constexpr std::size_t kInlineCapacity = 256;
   FpduFrame();
   FpduFrame(const FpduFrame&) = delete;
   FpduFrame& operator=(const FpduFrame&) = delete;
@@ -40,7 +47,8 @@ class FpduFrame {
   // The length field followed by the ULPDU's small leading parts (its DDP/RDMAP header),
   // so they cost one CRC call: ISA-L's per-call cost dominates below a few dozen octets.
   static constexpr std::size_t kHeadCapacity = 64;
-  std::array<std::uint8_t, kHeadCapacity> head_{};
+  // Room for a whole FPDU of up to kInlineCapacity octets (length field, ULPDU, pad, CRC).
+  std::array<std::uint8_t, kInlineCapacity> head_{};
   std::array<std::uint8_t, 8> trailer_{};  // up to 3 pad octets + CRC
   std::vector<std::array<std::uint8_t, 4>> markers_;
   std::vector<std::span<const std::uint8_t>> slices_;
@@ -71,6 +79,8 @@ class FpduEncoder {
  private:
   void place_marker_if_due(FpduFrame& out);
   void emit(std::span<const std::uint8_t> bytes, FpduFrame& out);
+  std::size_t encode_inline(std::span<const std::span<const std::uint8_t>> parts,
+                            std::size_t ulpdu_length, std::size_t pad, FpduFrame& out);
 
   FpduOptions options_;
   std::uint64_t stream_position_ = 0;

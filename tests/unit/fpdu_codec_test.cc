@@ -244,7 +244,7 @@ std::size_t octets_pointing_into(const FpduFrame& frame, std::span<const std::ui
 }
 
 // Small leading parts (the DDP/RDMAP header) are copied next to the length field so they
-// cost one CRC call; the payload behind them is referenced, never copied.
+// cost one CRC call; a payload too large to inline is referenced, never copied.
 TEST(FpduEncoder, SlicesReferenceTheCallersPayloadAndCopyOnlyTheHeader) {
   for (const FpduOptions& options : {kCrcNoMarkers, kNoCrcNoMarkers, kCrcMarkers, kNoCrcMarkers}) {
     SCOPED_TRACE(options.markers ? "markers" : "no markers");
@@ -256,6 +256,41 @@ TEST(FpduEncoder, SlicesReferenceTheCallersPayloadAndCopyOnlyTheHeader) {
     ASSERT_TRUE(encoder.encode(parts, frame).has_value());
     EXPECT_EQ(octets_pointing_into(frame, header), 0u);
     EXPECT_EQ(octets_pointing_into(frame, payload), payload.size());
+  }
+}
+
+// A small FPDU without markers is built whole in the frame (IBV_SEND_INLINE's idea): one
+// slice, the same octets the referencing path would send; with markers, or one octet over
+// the inline capacity, the payload is referenced again.
+TEST(FpduEncoder, ASmallFpduIsOneSliceOfTheFramesOwnWithTheSameOctets) {
+  for (const FpduOptions& options : {kCrcNoMarkers, kNoCrcNoMarkers, kCrcMarkers}) {
+    SCOPED_TRACE(options.markers ? "markers" : (options.crc ? "crc" : "no crc"));
+    const Bytes header = pattern(18, 1);
+    // 2 + 18 + 230 + 2 pad + 4 CRC = 256: the largest that inlines.
+    for (std::size_t payload_length :
+         {std::size_t{0}, std::size_t{68}, std::size_t{230}, std::size_t{231}}) {
+      const Bytes payload = pattern(payload_length, 2);
+      const std::span<const std::uint8_t> parts[] = {header, payload};
+      FpduEncoder encoder(options);
+      FpduFrame frame;
+      ASSERT_TRUE(encoder.encode(parts, frame).has_value());
+      const bool inlined = !options.markers && payload_length <= 232;
+      EXPECT_EQ(frame.slices().size() == 1, inlined) << payload_length;
+      if (!payload.empty()) {
+        EXPECT_EQ(octets_pointing_into(frame, payload), inlined ? 0u : payload.size());
+      }
+      Bytes wire;
+      frame.append_to(wire);
+      Bytes ulpdu = header;
+      ulpdu.insert(ulpdu.end(), payload.begin(), payload.end());
+      // The decoder (CRC checked) is the judge of the octets; the hand-made vectors above
+      // (small FPDUs, so inlined now) check the layout octet by octet.
+      FpduDecoder decoder(options);
+      const auto decoded = decode_whole(decoder, wire);
+      ASSERT_FALSE(decoded.error.has_value()) << error_name(*decoded.error);
+      EXPECT_EQ(decoded.ulpdus, std::vector<Bytes>{ulpdu}) << payload_length;
+      EXPECT_EQ(encoder.stream_position(), wire.size());
+    }
   }
 }
 
