@@ -28,8 +28,30 @@ inline constexpr std::uint8_t kMpaFlagReject = 0x20;
 // MPA_ENHANCED_RDMA_CONN). Only meaningful with Rev 2.
 inline constexpr std::uint8_t kMpaFlagEnhanced = 0x10;
 inline constexpr std::uint8_t kMpaFlagReservedMask = 0x0f;
+// Vendor uses of the reserved bits, recognised so a receiver reports them as extensions rather
+// than refusing them (no RFC defines them):
+//  - Linux siw's GSO experiment, MPA_RR_FLAG_GSO_EXP 0x0800 over the flags and Rev octets
+//    (drivers/infiniband/sw/siw/iwarp.h): flags bit 0x08, set and honoured only when siw is
+//    built with try_gso (a compile-time false in Linux 6.18).
+//  - Chelsio's proposal on linux-rdma (K. Eraparaju, 2020-04-28, "Re: [RFC PATCH] RDMA/siw:
+//    Experimental e2e negotiation of GSO usage", never merged): flags bits 0x0c announce the
+//    largest FPDU the sender accepts, 0x04 16K, 0x08 32K (siw's GSO bit reused), 0x0c 64K.
+inline constexpr std::uint8_t kMpaFlagGsoExp = 0x08;
+inline constexpr std::uint8_t kMpaFlagFpduSizeMask = 0x0c;
+inline constexpr std::uint8_t kMpaFpduSize16k = 0x04;
+inline constexpr std::uint8_t kMpaFpduSize32k = 0x08;
+inline constexpr std::uint8_t kMpaFpduSize64k = 0x0c;
+// The reserved bits no vendor is known to use: what a strict receiver still refuses.
+inline constexpr std::uint8_t kMpaFlagUnusedReservedMask = 0x03;
 inline constexpr std::uint8_t kMpaRevision1 = 1;  // RFC 5044
 inline constexpr std::uint8_t kMpaRevision2 = 2;  // RFC 6581
+// Alibaba erdma's own revision (drivers/infiniband/hw/erdma/erdma_cm.h MPA_REVISION_EXT_1):
+// no RFC 6581 words; instead an 8-octet extension {be32 cookie, be32 bits} follows the
+// 20-octet header and is not counted in PD_Length (erdma_send_mpareqrep, erdma_recv_mpa_rr).
+// The low 4 bits of `bits` name the congestion control (enum erdma_cc_alg, NEWRENO = 0).
+inline constexpr std::uint8_t kMpaRevisionErdma = 129;
+inline constexpr std::size_t kErdmaExtensionLen = 8;
+inline constexpr std::uint32_t kErdmaCcMask = 0x0000000f;
 // RFC 5044 s7.1: PD_Length MUST NOT exceed 512. Linux siw and cxgb4 cap at 256
 // (RDMA_MAX_PRIVATE_DATA), which is why the limit is a decode option.
 inline constexpr std::size_t kMpaMaxPrivateDataRfc = 512;
@@ -46,17 +68,17 @@ inline constexpr std::uint16_t kMpaOrdRtrWrite = 0x8000;
 inline constexpr std::uint16_t kMpaOrdRtrRead = 0x4000;
 
 // ---- FPDU framing, RFC 5044 s4-s6 ------------------------------------------------------
-inline constexpr std::size_t kUlpduLengthLen = 2;     // s4.1 ULPDU_Length
-inline constexpr std::size_t kFpduAlignment = 4;      // s4.1 PAD to a multiple of 4 octets
-inline constexpr std::size_t kCrcLen = 4;             // s4.1 CRC32c
-inline constexpr std::size_t kMarkerInterval = 512;   // s4.3 every 512 octets of TCP sequence
-inline constexpr std::size_t kMarkerLen = 4;          // s4.3 16 reserved bits + FPDUPTR
+inline constexpr std::size_t kUlpduLengthLen = 2;    // s4.1 ULPDU_Length
+inline constexpr std::size_t kFpduAlignment = 4;     // s4.1 PAD to a multiple of 4 octets
+inline constexpr std::size_t kCrcLen = 4;            // s4.1 CRC32c
+inline constexpr std::size_t kMarkerInterval = 512;  // s4.3 every 512 octets of TCP sequence
+inline constexpr std::size_t kMarkerLen = 4;         // s4.3 16 reserved bits + FPDUPTR
 inline constexpr std::uint16_t kMaxUlpduLength = 0xffff;
 
 // ---- DDP, RFC 5041 s4 ------------------------------------------------------------------
-inline constexpr std::uint8_t kDdpVersion = 1;         // s4.2 DV
-inline constexpr std::uint8_t kDdpFlagTagged = 0x80;   // s4.2 T
-inline constexpr std::uint8_t kDdpFlagLast = 0x40;     // s4.2 L
+inline constexpr std::uint8_t kDdpVersion = 1;        // s4.2 DV
+inline constexpr std::uint8_t kDdpFlagTagged = 0x80;  // s4.2 T
+inline constexpr std::uint8_t kDdpFlagLast = 0x40;    // s4.2 L
 inline constexpr std::uint8_t kDdpReservedMask = 0x3c;
 inline constexpr std::uint8_t kDdpVersionMask = 0x03;
 // s4.3/s4.4 header lengths including the 16-bit DDP control field (MPA's ULPDU_Length
@@ -65,7 +87,7 @@ inline constexpr std::size_t kDdpTaggedHeaderLen = 14;    // ctrl(2) STag(4) TO(
 inline constexpr std::size_t kDdpUntaggedHeaderLen = 18;  // ctrl(2) RsvdULP(4) QN MSN MO
 
 // ---- RDMAP, RFC 5040 s4 ----------------------------------------------------------------
-inline constexpr std::uint8_t kRdmapVersion = 1;      // s4.2 RV
+inline constexpr std::uint8_t kRdmapVersion = 1;  // s4.2 RV
 inline constexpr std::uint8_t kRdmapVersionMask = 0xc0;
 inline constexpr std::uint8_t kRdmapReservedMask = 0x30;
 inline constexpr std::uint8_t kRdmapOpcodeMask = 0x0f;

@@ -1,7 +1,9 @@
 #include "core/wire/mpa_frame.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "core/util/byte_order.h"
 
@@ -27,6 +29,10 @@ std::array<std::uint8_t, kMpaEnhancedParamsLen> encode_enhanced_params(
   return out;
 }
 
+std::size_t mpa_header_length(const MpaFrame& frame) {
+  return kMpaHeaderLen + (frame.revision == kMpaRevisionErdma ? kErdmaExtensionLen : 0);
+}
+
 std::size_t mpa_pd_length(const MpaFrame& frame) {
   return frame.private_data.size() + (frame.enhanced ? kMpaEnhancedParamsLen : 0);
 }
@@ -44,17 +50,22 @@ Expected<std::vector<std::uint8_t>, WireError> encode_mpa_frame(const MpaFrame& 
     return unexpected(WireError::kMpaPrivateDataTooLong);
   }
 
-  std::vector<std::uint8_t> out(kMpaHeaderLen + pd_length);
+  std::vector<std::uint8_t> out(mpa_header_length(frame) + pd_length);
   const auto& key = frame.kind == MpaFrameKind::kRequest ? kMpaRequestKey : kMpaReplyKey;
   std::copy(key.begin(), key.end(), out.begin());
-  out[16] = static_cast<std::uint8_t>((frame.markers ? kMpaFlagMarkers : 0) |
-                                      (frame.crc ? kMpaFlagCrc : 0) |
-                                      (frame.reject ? kMpaFlagReject : 0) |
-                                      (frame.enhanced ? kMpaFlagEnhanced : 0) |
-                                      (frame.reserved_bits & kMpaFlagReservedMask));
+  out[16] = static_cast<std::uint8_t>(
+      (frame.markers ? kMpaFlagMarkers : 0) | (frame.crc ? kMpaFlagCrc : 0) |
+      (frame.reject ? kMpaFlagReject : 0) | (frame.enhanced ? kMpaFlagEnhanced : 0) |
+      (frame.reserved_bits & kMpaFlagReservedMask));
   out[17] = frame.revision;
   store_be16(&out[18], static_cast<std::uint16_t>(pd_length));
   std::size_t at = kMpaHeaderLen;
+  if (frame.revision == kMpaRevisionErdma) {
+    const ErdmaExtension ext = frame.erdma.value_or(ErdmaExtension{});
+    store_be32(&out[at], ext.cookie);
+    store_be32(&out[at + 4], ext.bits);
+    at += kErdmaExtensionLen;
+  }
   if (frame.enhanced) {
     const auto words = encode_enhanced_params(*frame.enhanced);
     std::copy(words.begin(), words.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
@@ -76,10 +87,11 @@ Expected<std::size_t, WireError> mpa_frame_length(std::span<const std::uint8_t> 
   const std::uint8_t flags = header[16];
   const std::uint8_t revision = header[17];
   const std::size_t pd_length = load_be16(&header[18]);
-  if (revision != kMpaRevision1 && revision != kMpaRevision2) {
+  const bool erdma = revision == kMpaRevisionErdma && limits.accept_erdma;
+  if (revision != kMpaRevision1 && revision != kMpaRevision2 && !erdma) {
     return unexpected(WireError::kMpaUnknownRevision);
   }
-  if ((flags & kMpaFlagReservedMask) != 0 && limits.reject_reserved_bits) {
+  if ((flags & kMpaFlagUnusedReservedMask) != 0 && limits.reject_reserved_bits) {
     return unexpected(WireError::kMpaReservedBits);
   }
   // RFC 5044 s7.1: the R bit of a Request MUST be zero.
@@ -93,7 +105,7 @@ Expected<std::size_t, WireError> mpa_frame_length(std::span<const std::uint8_t> 
     }
   }
   if (pd_length > limits.private_data_limit) return unexpected(WireError::kMpaPrivateDataTooLong);
-  return kMpaHeaderLen + pd_length;
+  return kMpaHeaderLen + (erdma ? kErdmaExtensionLen : 0) + pd_length;
 }
 
 Expected<MpaFrame, WireError> decode_mpa_frame(std::span<const std::uint8_t> bytes,
@@ -114,6 +126,10 @@ Expected<MpaFrame, WireError> decode_mpa_frame(std::span<const std::uint8_t> byt
   frame.reserved_bits = flags & kMpaFlagReservedMask;
   frame.revision = bytes[17];
   auto pd = bytes.subspan(kMpaHeaderLen);
+  if (frame.revision == kMpaRevisionErdma) {
+    frame.erdma = ErdmaExtension{.cookie = load_be32(&pd[0]), .bits = load_be32(&pd[4])};
+    pd = pd.subspan(kErdmaExtensionLen);
+  }
   if ((flags & kMpaFlagEnhanced) != 0) {
     const std::uint16_t ird = load_be16(&pd[0]);
     const std::uint16_t ord = load_be16(&pd[2]);
@@ -150,9 +166,43 @@ std::string to_string(const MpaFrame& f) {
     }
     s += " ird=" + std::to_string(e.ird) + " ord=" + std::to_string(e.ord);
   }
+  if (f.erdma) {
+    char ext[48];
+    std::snprintf(ext, sizeof ext, " erdma cookie=0x%x cc=%u", f.erdma->cookie,
+                  f.erdma->bits & kErdmaCcMask);
+    s += ext;
+  }
   s += " pd=" + std::to_string(f.private_data.size());
-  if (f.reserved_bits) s += " reserved=" + std::to_string(f.reserved_bits);
+  if (f.reserved_bits) s += " reserved=" + describe_reserved_bits(f.reserved_bits);
   return s;
+}
+
+std::string describe_reserved_bits(std::uint8_t bits) {
+  bits &= kMpaFlagReservedMask;
+  if (bits == 0) return {};
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", bits);
+  std::string s = hex;
+  std::string meaning;
+  auto add = [&](std::string_view m) {
+    if (!meaning.empty()) meaning += ", ";
+    meaning += m;
+  };
+  switch (bits & kMpaFlagFpduSizeMask) {
+    case kMpaFpduSize16k:
+      add("16K FPDUs in Chelsio's proposal");
+      break;
+    case kMpaFpduSize32k:
+      add("siw GSO_EXP, or 32K FPDUs in Chelsio's proposal");
+      break;
+    case kMpaFpduSize64k:
+      add("64K FPDUs in Chelsio's proposal");
+      break;
+    default:
+      break;
+  }
+  if ((bits & kMpaFlagUnusedReservedMask) != 0) add("reserved");
+  return s + " (" + meaning + ")";
 }
 
 }  // namespace rdma_interop::wire

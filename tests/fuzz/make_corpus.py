@@ -96,6 +96,14 @@ def mpa_corpus():
         "invalid_enhanced_rev1": strict_rfc + mpa(REQ_KEY, E, 1, enh),
         "invalid_enhanced_short_pd": strict_rfc + mpa(REQ_KEY, E, 2, b"\x80\x00"),
         "invalid_pd_over_limit": tiny_limit + mpa(REQ_KEY, C, 1, b"123456789"),
+        # erdma (erdma_cm.h): revision 129, {be32 cookie, be32 bits} after the header and
+        # outside PD_Length; bit 3 of the limits octet accepts it.
+        "valid_erdma_rev129_ext": b"\x08\x00" + mpa(REQ_KEY, 0, 129, b"", pd_length=3)
+        + be32(0x1234) + be32(1) + b"pd!",
+        "invalid_erdma_rev129_not_accepted": strict_rfc + mpa(REQ_KEY, 0, 129, b""),
+        # siw's GSO bit (0x08) and Chelsio's FPDU-size bits (0x0c): extensions, kept by a
+        # strict receiver.
+        "valid_strict_fpdu_size_bits": strict_rfc + mpa(REP_KEY, C | 0x0c, 1, b""),
     }
 
 

@@ -61,7 +61,7 @@ void expect_vector(const MpaVector& v, const MpaLimits& limits = {}) {
   ASSERT_TRUE(decoded.has_value()) << error_name(decoded.error());
   EXPECT_EQ(*decoded, v.frame) << to_string(*decoded);
 
-  EXPECT_EQ(mpa_pd_length(v.frame), v.wire.size() - kMpaHeaderLen);
+  EXPECT_EQ(mpa_pd_length(v.frame), v.wire.size() - mpa_header_length(v.frame));
   auto length = mpa_frame_length(std::span(v.wire).first(kMpaHeaderLen), limits);
   ASSERT_TRUE(length.has_value()) << error_name(length.error());
   EXPECT_EQ(*length, v.wire.size());
@@ -276,8 +276,8 @@ TEST(MpaFrameDecodeErrors, KeyThatIsNeitherRequestNorReply) {
   EXPECT_EQ(length.error(), WireError::kMpaBadKey);
 }
 
-TEST(MpaFrameDecodeErrors, EachReservedFlagBitIsRejectedByStrictReceiver) {
-  for (int bit : {0x01, 0x02, 0x04, 0x08}) {
+TEST(MpaFrameDecodeErrors, EachUnusedReservedFlagBitIsRejectedByStrictReceiver) {
+  for (int bit : {0x01, 0x02}) {
     SCOPED_TRACE(bit);
     char flags[8];
     std::snprintf(flags, sizeof flags, " %02x", 0x40 | bit);
@@ -286,6 +286,78 @@ TEST(MpaFrameDecodeErrors, EachReservedFlagBitIsRejectedByStrictReceiver) {
     expect_decode_error(frame_bytes(kRepKey, std::string(flags) + " 01 00 00"),
                         WireError::kMpaReservedBits);
   }
+}
+
+// siw's GSO_EXP (0x08, iwarp.h MPA_RR_FLAG_GSO_EXP 0x0800 over flags+Rev) and Chelsio's FPDU
+// size proposal (0x04 16K, 0x08 32K, 0x0c 64K): extensions a strict receiver keeps and
+// reports, not errors.
+TEST(MpaFrameExtensionBits, StrictReceiverKeepsSiwGsoAndChelsioFpduSizeBits) {
+  for (int bits : {0x04, 0x08, 0x0c}) {
+    SCOPED_TRACE(bits);
+    char flags[8];
+    std::snprintf(flags, sizeof flags, " %02x", 0x40 | bits);
+    auto decoded = decode_mpa_frame(frame_bytes(kReqKey, std::string(flags) + " 02 00 00"));
+    ASSERT_TRUE(decoded.has_value()) << error_name(decoded.error());
+    EXPECT_EQ(decoded->reserved_bits, bits);
+    EXPECT_TRUE(decoded->crc);
+  }
+  // One unused reserved bit next to them still fails a strict receiver.
+  expect_decode_error(frame_bytes(kReqKey, " 4d 02 00 00"), WireError::kMpaReservedBits);
+}
+
+TEST(MpaFrameExtensionBits, ReportsWhatTheBitsMean) {
+  EXPECT_EQ(describe_reserved_bits(0), "");
+  EXPECT_EQ(describe_reserved_bits(0x08), "0x08 (siw GSO_EXP, or 32K FPDUs in Chelsio's proposal)");
+  EXPECT_EQ(describe_reserved_bits(0x04), "0x04 (16K FPDUs in Chelsio's proposal)");
+  EXPECT_EQ(describe_reserved_bits(0x0c), "0x0c (64K FPDUs in Chelsio's proposal)");
+  EXPECT_EQ(describe_reserved_bits(0x01), "0x01 (reserved)");
+  EXPECT_EQ(describe_reserved_bits(0x0f), "0x0f (64K FPDUs in Chelsio's proposal, reserved)");
+  MpaFrame f = request(2);
+  f.reserved_bits = 0x08;
+  EXPECT_NE(to_string(f).find("reserved=0x08 (siw GSO_EXP"), std::string::npos) << to_string(f);
+}
+
+// ---- erdma's revision 129 (erdma_cm.h): 8 octets {be32 cookie, be32 bits} after the header,
+// outside PD_Length ------------------------------------------------------------------------------
+
+TEST(MpaFrameErdma, Revision129CarriesItsExtensionOutsidePdLength) {
+  MpaFrame f = request(kMpaRevisionErdma);
+  f.erdma = ErdmaExtension{.cookie = 0x01020304, .bits = 0x00000001};
+  f.private_data = ascii("pd");
+  expect_vector({"erdma request, cookie, CUBIC, 2 octets of private data", f,
+                 frame_bytes(kReqKey, " 00 81 00 02 01 02 03 04 00 00 00 01 70 64")},
+                MpaLimits{.accept_erdma = true});
+  MpaFrame r = reply(kMpaRevisionErdma);
+  r.reject = true;
+  r.reserved_bits = 0x08;  // erdma echoes the Request's header
+  r.erdma = ErdmaExtension{};
+  expect_vector({"erdma reject with an echoed GSO bit", r,
+                 frame_bytes(kRepKey, " 28 81 00 00 00 00 00 00 00 00 00 00")},
+                MpaLimits{.accept_erdma = true});
+  EXPECT_NE(to_string(f).find("erdma cookie=0x1020304 cc=1"), std::string::npos) << to_string(f);
+}
+
+TEST(MpaFrameErdma, Revision129IsUnknownToEveryoneElse) {
+  const Bytes wire = frame_bytes(kReqKey, " 00 81 00 00 00 00 00 00 00 00 00 00");
+  expect_decode_error(wire, WireError::kMpaUnknownRevision);
+  auto length = mpa_frame_length(std::span(wire).first(kMpaHeaderLen));
+  ASSERT_FALSE(length.has_value());
+  EXPECT_EQ(length.error(), WireError::kMpaUnknownRevision);
+  // Accepting 129 is not accepting any revision.
+  expect_decode_error(frame_bytes(kReqKey, " 00 03 00 00"), WireError::kMpaUnknownRevision,
+                      MpaLimits{.accept_erdma = true});
+  // The extension is part of the frame: without it the frame is short.
+  expect_decode_error(frame_bytes(kReqKey, " 00 81 00 00 00 00 00 00"), WireError::kMpaTruncated,
+                      MpaLimits{.accept_erdma = true});
+  // Nor does revision 129 carry RFC 6581 words.
+  expect_decode_error(frame_bytes(kReqKey, " 10 81 00 04 00 00 00 00 00 00 00 00 00 01 00 01"),
+                      WireError::kMpaEnhancedNeedsRevision2, MpaLimits{.accept_erdma = true});
+}
+
+TEST(MpaFrameErdma, Revision129WithoutAnExtensionEncodesZeros) {
+  auto encoded = encode_mpa_frame(request(kMpaRevisionErdma));
+  ASSERT_TRUE(encoded.has_value());
+  EXPECT_EQ(to_hex(*encoded), to_hex(frame_bytes(kReqKey, " 00 81 00 00 00 00 00 00 00 00 00 00")));
 }
 
 TEST(MpaFrameDecodeErrors, LenientReceiverKeepsReservedBitsInTheFrame) {
