@@ -10,7 +10,7 @@ struct FailureInfo {
   std::string_view text;
 };
 
-constexpr std::array<FailureInfo, 20> kFailures = {{
+constexpr std::array<FailureInfo, 22> kFailures = {{
     {"request_timeout", "no complete MPA Request arrived within the request timeout"},
     {"reply_timeout", "no complete MPA Reply arrived within the reply timeout"},
     {"rtr_timeout", "the peer-to-peer RTR did not arrive within the RTR timeout"},
@@ -33,12 +33,20 @@ constexpr std::array<FailureInfo, 20> kFailures = {{
     {"local_frame_invalid",
      "our own MPA Request/Reply cannot be sent (RFC 5044 s7.1: at most 512 octets of private "
      "data, IRD/ORD words included): a local configuration error"},
+    {"peer_to_peer_required",
+     "a revision-2 frame without the peer-to-peer flag, refused by a side that requires "
+     "peer-to-peer mode"},
+    {"rtr_refused", "the responder refused the RTR itself (a zero-length Read RTR naming STag 0)"},
 }};
 static_assert(kFailures.size() == static_cast<std::size_t>(kLastCmFailure) + 1);
 
 }  // namespace
 
-std::string_view failure_name(CmFailure f) { return kFailures[static_cast<std::size_t>(f)].name; }
-std::string_view describe(CmFailure f) { return kFailures[static_cast<std::size_t>(f)].text; }
+std::string_view failure_name(CmFailure f) {
+  return kFailures[static_cast<std::size_t>(f)].name;
+}
+std::string_view describe(CmFailure f) {
+  return kFailures[static_cast<std::size_t>(f)].text;
+}
 
 }  // namespace rdma_interop::cm

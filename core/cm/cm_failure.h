@@ -34,10 +34,14 @@ enum class CmFailure : std::uint8_t {
   kLocalFrameInvalid,    // our own Request/Reply cannot be sent (private data and IRD/ORD
                          // words over RFC 5044's 512 octets): a local error, not the peer's.
                          // A responder sends a bare Reject instead, so the peer hears a no.
+  kPeerToPeerRequired,   // a revision-2 frame without the peer-to-peer flag, refused by a side
+                         // whose policy requires it (irdma)
+  kRtrRefused,           // the responder refused the RTR itself: a zero-length Read RTR whose
+                         // source STag is 0 (refuse_zero_stag_read_rtr)
 };
-inline constexpr CmFailure kLastCmFailure = CmFailure::kLocalFrameInvalid;
+inline constexpr CmFailure kLastCmFailure = CmFailure::kRtrRefused;
 
-std::string_view failure_name(CmFailure f);   // stable id: "no_matching_rtr"
-std::string_view describe(CmFailure f);       // one sentence for a human
+std::string_view failure_name(CmFailure f);  // stable id: "no_matching_rtr"
+std::string_view describe(CmFailure f);      // one sentence for a human
 
 }  // namespace rdma_interop::cm

@@ -13,16 +13,28 @@ namespace {
 constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
                                                    wire::kMpaCodeNoMatchingRtr};
 
+constexpr wire::TerminateCause kInvalidStagCause{
+    wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeInvalidStag};
+
 // What we accept from the peer: a PD_Length above our limit drops the connection, as siw
-// does above RDMA_MAX_PRIVATE_DATA (256).
+// does above RDMA_MAX_PRIVATE_DATA (256). Only an erdma policy reads erdma's revision 129.
 wire::MpaLimits limits_of(const MpaPolicy& p) {
   return wire::MpaLimits{.private_data_limit = p.private_data_limit,
-                         .reject_reserved_bits = p.reject_reserved_bits};
+                         .reject_reserved_bits = p.reject_reserved_bits,
+                         .accept_erdma = p.revision == wire::kMpaRevisionErdma};
+}
+
+CloseKind close_of(Hangup h) {
+  return h == Hangup::kClose ? CloseKind::kGraceful : CloseKind::kAbortive;
+}
+CloseKind close_of(OnMalformed m) {
+  return m == OnMalformed::kClose ? CloseKind::kGraceful : CloseKind::kAbortive;
 }
 
 // The zero-length operation an initiator sends as its RTR (RFC 6581 s3): a Send, an RDMA
-// Write or an RDMA Read, all with STag 0 and no payload.
-std::vector<std::uint8_t> rtr_ulpdu(RtrType rtr) {
+// Write or an RDMA Read, with no payload; a Write names STag 0, a Read the policy's sink and
+// source STags (read_rtr_sink_stag, read_rtr_source_stag).
+std::vector<std::uint8_t> rtr_ulpdu(RtrType rtr, const MpaPolicy& policy) {
   std::vector<std::uint8_t> out(wire::kDdpUntaggedHeaderLen + wire::kReadRequestBodyLen);
   std::size_t n = 0;
   switch (rtr) {
@@ -34,7 +46,8 @@ std::vector<std::uint8_t> rtr_ulpdu(RtrType rtr) {
       break;
     case RtrType::kRead: {
       n = wire::encode_ddp_header(wire::read_request_header(1), out);
-      const auto body = wire::encode_read_request(wire::ReadRequest{});
+      const auto body = wire::encode_read_request(wire::ReadRequest{
+          .sink_stag = policy.read_rtr_sink_stag, .source_stag = policy.read_rtr_source_stag});
       std::copy(body.begin(), body.end(), out.begin() + static_cast<std::ptrdiff_t>(n));
       n += body.size();
       break;
@@ -158,7 +171,12 @@ void MpaHandshake::on_bytes(std::span<const std::uint8_t> bytes, TimePoint now) 
     if (in_.size() < wire::kMpaHeaderLen) return;
     const auto length = wire::mpa_frame_length(in_, limits_of(policy_));
     if (!length) {
-      fail(CmFailure::kMalformedFrame, std::string(wire::describe(length.error())));
+      if (length.error() == wire::WireError::kMpaUnknownRevision && !initiator_) {
+        on_unknown_revision(in_[17]);
+        return;
+      }
+      fail(CmFailure::kMalformedFrame, std::string(wire::describe(length.error())),
+           close_of(policy_.on_malformed_frame));
       events_.back().wire_error = length.error();
       return;
     }
@@ -166,7 +184,8 @@ void MpaHandshake::on_bytes(std::span<const std::uint8_t> bytes, TimePoint now) 
     auto frame = wire::decode_mpa_frame(std::span(in_).first(*length), limits_of(policy_));
     in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(*length));
     if (!frame) {
-      fail(CmFailure::kMalformedFrame, std::string(wire::describe(frame.error())));
+      fail(CmFailure::kMalformedFrame, std::string(wire::describe(frame.error())),
+           close_of(policy_.on_malformed_frame));
       events_.back().wire_error = frame.error();
       return;
     }
@@ -189,12 +208,14 @@ void MpaHandshake::on_request(const wire::MpaFrame& request, TimePoint now) {
     fail(CmFailure::kUnexpectedFrame, "received an MPA Reply where the Request belongs");
     return;
   }
-  if (request.revision > policy_.revision &&
-      policy_.on_newer_revision == OnNewerRevision::kReset) {
+  if (foreign_revision(policy_, request.revision) &&
+      policy_.on_newer_revision != OnNewerRevision::kReplyOwnRevision) {
+    const bool reset = policy_.on_newer_revision == OnNewerRevision::kReset;
     fail(CmFailure::kRevisionUnsupported,
-         "revision " + std::to_string(request.revision) +
-             " Request to a revision-1-only responder; connection reset",
-         CloseKind::kAbortive);
+         "revision " + std::to_string(request.revision) + " Request to a revision-" +
+             std::to_string(policy_.revision) + " responder; connection " +
+             (reset ? "reset" : "closed without a Reply"),
+         reset ? CloseKind::kAbortive : CloseKind::kGraceful);
     return;
   }
   (void)now;
@@ -208,8 +229,8 @@ void MpaHandshake::on_request(const wire::MpaFrame& request, TimePoint now) {
 void MpaHandshake::accept(std::vector<std::uint8_t> private_data, TimePoint now) {
   if (state_ != State::kAwaitDecision) return;
   ResponderAnswer answer = answer_request(policy_, *received_frame_, std::move(private_data));
-  if (answer.reset) {
-    fail(*answer.failure, answer.detail, CloseKind::kAbortive);
+  if (answer.hangup != Hangup::kNone) {
+    fail(*answer.failure, answer.detail, close_of(answer.hangup));
     return;
   }
   send_frame(answer.reply);
@@ -239,6 +260,7 @@ void MpaHandshake::reject(std::vector<std::uint8_t> private_data, TimePoint now)
   wire::MpaFrame reply;
   reply.kind = wire::MpaFrameKind::kReply;
   reply.revision = std::min(received_frame_->revision, policy_.revision);
+  if (reply.revision == wire::kMpaRevisionErdma) reply.erdma = wire::ErdmaExtension{};
   reply.reject = true;
   reply.private_data = std::move(private_data);
   send_frame(reply);
@@ -263,10 +285,14 @@ void MpaHandshake::on_reply(const wire::MpaFrame& reply, TimePoint now) {
       detail = "the peer's listener is over its backlog (Reject with \"" +
                std::string(kBacklogFullMarker) + "\")";
     }
-    fail(failure, std::move(detail),
-         failure == CmFailure::kPeerRejected || failure == CmFailure::kBacklogFull
-             ? CloseKind::kGraceful
-             : CloseKind::kAbortive);
+    CloseKind close = failure == CmFailure::kPeerRejected || failure == CmFailure::kBacklogFull
+                          ? CloseKind::kGraceful
+                          : CloseKind::kAbortive;
+    if (failure == CmFailure::kRevisionUnsupported || failure == CmFailure::kMalformedFrame) {
+      close = close_of(policy_.on_malformed_frame);
+    }
+    if (verdict.hangup != Hangup::kNone) close = close_of(verdict.hangup);
+    fail(failure, std::move(detail), close);
     if (verdict.terminate) events_.back().terminate = verdict.terminate;
     return;
   }
@@ -286,7 +312,7 @@ void MpaHandshake::after_reply(TimePoint now) {
     establish();
     return;
   }
-  send_ulpdu(rtr_ulpdu(*params_.rtr));
+  send_ulpdu(rtr_ulpdu(*params_.rtr, policy_));
   switch (*params_.rtr) {
     case RtrType::kSend:
       sequence_.next_send_msn_tx = 2;
@@ -331,8 +357,7 @@ void MpaHandshake::on_ulpdu(std::span<const std::uint8_t> ulpdu, TimePoint now) 
   if (!segment) {
     const auto term = wire::terminate_for_ulpdu(segment.error(), ulpdu);
     send_ulpdu(wire::encode_terminate(term, sequence_.next_term_msn_tx++));
-    fail(CmFailure::kFpduError, std::string(wire::describe(segment.error())),
-         CloseKind::kGraceful);
+    fail(CmFailure::kFpduError, std::string(wire::describe(segment.error())), CloseKind::kGraceful);
     events_.back().wire_error = segment.error();
     events_.back().terminate = term.cause;
     return;
@@ -365,41 +390,90 @@ void MpaHandshake::on_ulpdu(std::span<const std::uint8_t> ulpdu, TimePoint now) 
     events_.back().terminate = kNoMatchingRtrCause;
     return;
   }
-  // Responder awaiting the RTR (RFC 6581 s3): exactly the agreed zero-length operation.
-  bool matches = false;
-  switch (*params_.rtr) {
-    case RtrType::kSend:
-      matches = h.opcode == wire::RdmapOpcode::kSend && h.last && zero_length &&
-                h.msn == sequence_.next_send_msn_rx && h.message_offset == 0;
-      if (matches) sequence_.next_send_msn_rx++;
-      break;
-    case RtrType::kWrite:
-      matches = h.opcode == wire::RdmapOpcode::kRdmaWrite && h.last && zero_length;
-      break;
-    case RtrType::kRead: {
-      const auto rr = wire::decode_read_request(segment->payload);
-      matches = h.opcode == wire::RdmapOpcode::kRdmaReadRequest && rr && rr->size == 0 &&
-                h.msn == sequence_.next_read_msn_rx;
-      if (matches) {
-        sequence_.next_read_msn_rx++;
-        std::array<std::uint8_t, wire::kDdpTaggedHeaderLen> response{};
-        wire::encode_ddp_header(
-            wire::read_response_header(rr->sink_stag, rr->sink_tagged_offset, true), response);
-        send_ulpdu(response);
-      }
-      break;
+  // Responder awaiting the RTR (RFC 6581 s3): exactly the agreed zero-length operation, or
+  // with rtr_check "any" whichever zero-length Send, Write or Read Request comes first.
+  std::optional<RtrType> got;
+  std::optional<wire::ReadRequest> read_rtr;
+  if (h.opcode == wire::RdmapOpcode::kSend && h.last && zero_length &&
+      h.msn == sequence_.next_send_msn_rx && h.message_offset == 0) {
+    got = RtrType::kSend;
+  } else if (h.opcode == wire::RdmapOpcode::kRdmaWrite && h.last && zero_length) {
+    got = RtrType::kWrite;
+  } else if (h.opcode == wire::RdmapOpcode::kRdmaReadRequest) {
+    const auto rr = wire::decode_read_request(segment->payload);
+    if (rr && rr->size == 0 && h.msn == sequence_.next_read_msn_rx) {
+      got = RtrType::kRead;
+      read_rtr = *rr;
     }
   }
+  const bool matches = got && (policy_.rtr_check == RtrCheck::kAny || *got == *params_.rtr);
   if (!matches) {
     send_terminate(kNoMatchingRtrCause);
-    fail(CmFailure::kRtrMismatch, "expected a zero-length " +
-                                      std::string(rtr_name(*params_.rtr)) + " RTR, got " +
-                                      wire::to_string(h),
+    fail(CmFailure::kRtrMismatch,
+         "expected a zero-length " + std::string(rtr_name(*params_.rtr)) + " RTR, got " +
+             wire::to_string(h),
          CloseKind::kGraceful);
     events_.back().terminate = kNoMatchingRtrCause;
     return;
   }
+  params_.rtr = *got;
+  switch (*got) {
+    case RtrType::kSend:
+      sequence_.next_send_msn_rx++;
+      break;
+    case RtrType::kWrite:
+      break;
+    case RtrType::kRead: {
+      sequence_.next_read_msn_rx++;
+      if (policy_.refuse_zero_stag_read_rtr && read_rtr->source_stag == 0) {
+        send_terminate(kInvalidStagCause);
+        fail(CmFailure::kRtrRefused,
+             "a zero-length Read RTR naming source STag 0, refused (refuse_zero_stag_read_rtr)",
+             CloseKind::kGraceful);
+        events_.back().terminate = kInvalidStagCause;
+        return;
+      }
+      std::array<std::uint8_t, wire::kDdpTaggedHeaderLen> response{};
+      wire::encode_ddp_header(
+          wire::read_response_header(read_rtr->sink_stag, read_rtr->sink_tagged_offset, true),
+          response);
+      send_ulpdu(response);
+      break;
+    }
+  }
   establish();
+}
+
+void MpaHandshake::on_unknown_revision(std::uint8_t revision) {
+  const std::string what = "a revision-" + std::to_string(revision) + " Request, a revision " +
+                           "this revision-" + std::to_string(policy_.revision) +
+                           " responder cannot read";
+  switch (policy_.on_newer_revision) {
+    case OnNewerRevision::kReset:
+      fail(CmFailure::kRevisionUnsupported, what + "; connection reset", CloseKind::kAbortive);
+      return;
+    case OnNewerRevision::kClose:
+      fail(CmFailure::kRevisionUnsupported, what + "; connection closed without a Reply",
+           CloseKind::kGraceful);
+      return;
+    case OnNewerRevision::kReplyOwnRevision:
+      break;
+  }
+  // RFC 5044 s7.1: answered in its own revision. The rest of the frame has a layout this
+  // side does not know, so the connection cannot go on after the answer.
+  wire::MpaFrame reply;
+  reply.kind = wire::MpaFrameKind::kReply;
+  reply.revision = policy_.revision;
+  reply.crc = policy_.crc == CrcMode::kWant;
+  reply.markers = policy_.markers_wanted;
+  if (policy_.revision == wire::kMpaRevision2) {
+    reply.enhanced = wire::MpaEnhancedParams{.ird = policy_.ird, .ord = policy_.ord};
+  }
+  send_frame(reply);
+  fail(CmFailure::kRevisionUnsupported,
+       what + "; answered in revision " + std::to_string(policy_.revision) +
+           " (RFC 5044 s7.1), then closed: the rest of its frame cannot be read",
+       CloseKind::kGraceful);
 }
 
 void MpaHandshake::on_timer(TimePoint now) {
@@ -409,23 +483,20 @@ void MpaHandshake::on_timer(TimePoint now) {
       after_reply(now);
       break;
     case State::kAwaitRequest:
-      fail(CmFailure::kRequestTimeout, "no MPA Request within " +
-                                           std::to_string(policy_.request_timeout.count()) +
-                                           " ms");
+      fail(CmFailure::kRequestTimeout,
+           "no MPA Request within " + std::to_string(policy_.request_timeout.count()) + " ms");
       break;
     case State::kAwaitReply:
       fail(CmFailure::kReplyTimeout,
            "no MPA Reply within " + std::to_string(policy_.reply_timeout.count()) + " ms");
       break;
     case State::kAwaitReadRtrResponse:
-      fail(CmFailure::kRtrTimeout,
-           "no zero-length Read Response to our Read RTR within " +
-               std::to_string(policy_.rtr_timeout.count()) + " ms");
+      fail(CmFailure::kRtrTimeout, "no zero-length Read Response to our Read RTR within " +
+                                       std::to_string(policy_.rtr_timeout.count()) + " ms");
       break;
     case State::kAwaitRtr:
-      fail(CmFailure::kRtrTimeout,
-           "no " + std::string(rtr_name(*params_.rtr)) + " RTR within " +
-               std::to_string(policy_.rtr_timeout.count()) + " ms");
+      fail(CmFailure::kRtrTimeout, "no " + std::string(rtr_name(*params_.rtr)) + " RTR within " +
+                                       std::to_string(policy_.rtr_timeout.count()) + " ms");
       break;
     default:
       break;
@@ -469,8 +540,9 @@ void MpaHandshake::on_peer_closed(bool reset, TimePoint now) {
                              : "the peer closed the TCP connection during MPA setup";
   if (reset && initiator_ && state_ == State::kAwaitReply && sent_frame_ &&
       sent_frame_->revision == wire::kMpaRevision2) {
-    detail += "; a reset right after a revision-2 Request is how revision-1-only stacks answer "
-              "(an initiator with fallback_to_revision1 retries in revision 1)";
+    detail +=
+        "; a reset right after a revision-2 Request is how revision-1-only stacks answer "
+        "(an initiator with fallback_to_revision1 retries in revision 1)";
   }
   fail(reset ? CmFailure::kConnectionReset : CmFailure::kConnectionClosed, std::move(detail),
        CloseKind::kGraceful);

@@ -41,19 +41,19 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 
 enum class CmEventType : std::uint8_t {
-  kConnectRequest,   // responder: a valid Request arrived; call accept() or reject()
-  kEstablished,      // setup done; take_handover()
-  kFailed,           // setup failed; see failure/detail
-  kRetryRevision1,   // initiator: reconnect (new TCP connection) with revision 1
+  kConnectRequest,  // responder: a valid Request arrived; call accept() or reject()
+  kEstablished,     // setup done; take_handover()
+  kFailed,          // setup failed; see failure/detail
+  kRetryRevision1,  // initiator: reconnect (new TCP connection) with revision 1
 };
 
 struct CmEvent {
   CmEventType type = CmEventType::kFailed;
   CmFailure failure = CmFailure::kConnectionClosed;  // kFailed only
-  std::string detail;                                  // human-readable specifics
-  std::optional<wire::MpaFrame> peer_frame;            // the peer's Request or Reply
-  std::optional<wire::TerminateCause> terminate;       // sent or received Terminate, if any
-  std::optional<wire::WireError> wire_error;           // for malformed input
+  std::string detail;                                // human-readable specifics
+  std::optional<wire::MpaFrame> peer_frame;          // the peer's Request or Reply
+  std::optional<wire::TerminateCause> terminate;     // sent or received Terminate, if any
+  std::optional<wire::WireError> wire_error;         // for malformed input
 };
 
 // Message sequence numbers the RTR used up, so the data path continues after them
@@ -119,11 +119,11 @@ class MpaHandshake {
 
  private:
   enum class State : std::uint8_t {
-    kAwaitRequest,     // responder
-    kAwaitDecision,    // responder: application decides
-    kAwaitReply,       // initiator
-    kSettleAfterReply, // initiator: the Reply is in; first_fpdu_delay before the first FPDU
-    kAwaitRtr,         // responder, peer-to-peer
+    kAwaitRequest,          // responder
+    kAwaitDecision,         // responder: application decides
+    kAwaitReply,            // initiator
+    kSettleAfterReply,      // initiator: the Reply is in; first_fpdu_delay before the first FPDU
+    kAwaitRtr,              // responder, peer-to-peer
     kAwaitReadRtrResponse,  // initiator sent a Read RTR; its zero-length Response follows
     kEstablished,
     kFailed,
@@ -132,6 +132,8 @@ class MpaHandshake {
   MpaHandshake(const MpaPolicy& policy, bool initiator, TimePoint now);
   void on_frame(const wire::MpaFrame& frame, TimePoint now);
   void on_request(const wire::MpaFrame& request, TimePoint now);
+  // Responder: a Request whose Rev this side cannot even parse (on_newer_revision).
+  void on_unknown_revision(std::uint8_t revision);
   void on_reply(const wire::MpaFrame& reply, TimePoint now);
   void after_reply(TimePoint now);
   void on_fpdu_bytes(TimePoint now);

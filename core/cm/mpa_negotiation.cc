@@ -9,18 +9,23 @@ constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::
                                                    wire::kMpaCodeNoMatchingRtr};
 constexpr wire::TerminateCause kInsufficientIrdCause{wire::TermLayer::kLlp, wire::kMpaEtype,
                                                      wire::kMpaCodeInsufficientIrd};
+constexpr RtrType kDefaultOrder[] = {RtrType::kRead, RtrType::kWrite, RtrType::kSend};
 
 RtrSet offered_rtrs(const wire::MpaEnhancedParams& e) {
   return RtrSet{.send = e.rtr_send, .write = e.rtr_write, .read = e.rtr_read};
 }
 
-std::optional<RtrType> pick_rtr(const MpaPolicy& policy, const RtrSet& offered) {
-  auto usable = [&](RtrType t) { return offered.contains(t) && policy.rtr_offer.contains(t); };
+RtrSet intersect(const RtrSet& a, const RtrSet& b) {
+  return RtrSet{.send = a.send && b.send, .write = a.write && b.write, .read = a.read && b.read};
+}
+
+// The first of `policy`'s preference, then Read, Write, Send, that `candidates` holds.
+std::optional<RtrType> first_preferred(const MpaPolicy& policy, const RtrSet& candidates) {
   for (RtrType t : policy.rtr_preference) {
-    if (usable(t)) return t;
+    if (candidates.contains(t)) return t;
   }
-  for (RtrType t : {RtrType::kRead, RtrType::kWrite, RtrType::kSend}) {
-    if (usable(t)) return t;
+  for (RtrType t : kDefaultOrder) {
+    if (candidates.contains(t)) return t;
   }
   return std::nullopt;
 }
@@ -31,10 +36,15 @@ std::optional<RtrType> single_rtr(const RtrSet& s) {
   return s.send ? RtrType::kSend : s.write ? RtrType::kWrite : RtrType::kRead;
 }
 
-wire::MpaEnhancedParams rtr_bits(std::optional<RtrType> rtr, wire::MpaEnhancedParams e) {
-  e.rtr_send = rtr == RtrType::kSend;
-  e.rtr_write = rtr == RtrType::kWrite;
-  e.rtr_read = rtr == RtrType::kRead;
+RtrSet only(RtrType t) {
+  return RtrSet{
+      .send = t == RtrType::kSend, .write = t == RtrType::kWrite, .read = t == RtrType::kRead};
+}
+
+wire::MpaEnhancedParams with_rtr_bits(const RtrSet& rtrs, wire::MpaEnhancedParams e) {
+  e.rtr_send = rtrs.send;
+  e.rtr_write = rtrs.write;
+  e.rtr_read = rtrs.read;
   return e;
 }
 
@@ -48,7 +58,16 @@ std::string rtr_list(const RtrSet& s) {
   return out.empty() ? "none" : out;
 }
 
+bool is_sentinel(const wire::MpaEnhancedParams& e) {
+  return e.ird == wire::kMpaIrdOrdMask || e.ord == wire::kMpaIrdOrdMask;
+}
+
 }  // namespace
+
+bool foreign_revision(const MpaPolicy& policy, std::uint8_t revision) {
+  if (policy.revision == wire::kMpaRevisionErdma) return revision != wire::kMpaRevisionErdma;
+  return revision > policy.revision;
+}
 
 wire::MpaFrame make_request(const MpaPolicy& policy, std::vector<std::uint8_t> private_data) {
   wire::MpaFrame f;
@@ -56,8 +75,10 @@ wire::MpaFrame make_request(const MpaPolicy& policy, std::vector<std::uint8_t> p
   f.revision = policy.revision;
   f.crc = policy.crc == CrcMode::kWant;
   f.markers = policy.markers_wanted;
+  f.reserved_bits = policy.extension_bits;
   if (policy.revision == wire::kMpaRevision2) {
-    const bool p2p = policy.peer_to_peer == PeerToPeer::kOn;
+    const bool p2p =
+        policy.peer_to_peer == PeerToPeer::kOn || policy.peer_to_peer == PeerToPeer::kRequired;
     f.enhanced = wire::MpaEnhancedParams{
         .peer_to_peer = p2p,
         .rtr_send = p2p && policy.rtr_offer.send,
@@ -67,6 +88,7 @@ wire::MpaFrame make_request(const MpaPolicy& policy, std::vector<std::uint8_t> p
         .ord = policy.ord,
     };
   }
+  if (policy.revision == wire::kMpaRevisionErdma) f.erdma = wire::ErdmaExtension{};
   f.private_data = std::move(private_data);
   return f;
 }
@@ -79,23 +101,43 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
   reply.revision = std::min(request.revision, policy.revision);
   reply.crc = request.crc || policy.crc == CrcMode::kWant;
   reply.markers = policy.markers_wanted;
+  reply.reserved_bits = policy.echo_reserved_bits ? request.reserved_bits : policy.extension_bits;
+  if (reply.revision == wire::kMpaRevisionErdma) reply.erdma = wire::ErdmaExtension{};
 
+  // A refusal this responder's policy decides: the standard's Reject, or (refuse_with reset)
+  // a TCP reset and nothing else.
   auto refuse = [&](CmFailure failure, std::string detail) {
+    a.failure = failure;
+    a.detail = std::move(detail);
+    if (policy.refuse_with == Refusal::kReset) {
+      a.hangup = Hangup::kReset;
+      a.detail += "; refused with a TCP reset";
+      return a;
+    }
     reply.reject = true;
     reply.enhanced.reset();
     reply.private_data.clear();
-    a.failure = failure;
-    a.detail = std::move(detail);
+    // erdma clears M and C in its Reject (erdma_proc_mpareq(), reject_conn).
+    if (reply.revision == wire::kMpaRevisionErdma) reply.crc = reply.markers = false;
     return a;
   };
 
-  if (request.revision > policy.revision) {
-    if (policy.on_newer_revision == OnNewerRevision::kReset) {
-      a.reset = true;
-      a.failure = CmFailure::kRevisionUnsupported;
-      a.detail = "revision " + std::to_string(request.revision) +
-                 " Request to a revision-1-only responder that resets the connection";
-      return a;
+  if (foreign_revision(policy, request.revision)) {
+    const std::string what = "revision " + std::to_string(request.revision) + " Request to a " +
+                             "revision-" + std::to_string(policy.revision) + " responder";
+    switch (policy.on_newer_revision) {
+      case OnNewerRevision::kReset:
+        a.hangup = Hangup::kReset;
+        a.failure = CmFailure::kRevisionUnsupported;
+        a.detail = what + " that resets the connection";
+        return a;
+      case OnNewerRevision::kClose:
+        a.hangup = Hangup::kClose;
+        a.failure = CmFailure::kRevisionUnsupported;
+        a.detail = what + " that closes the connection without a Reply";
+        return a;
+      case OnNewerRevision::kReplyOwnRevision:
+        break;  // RFC 5044 s7.1: answered in its own revision, below
     }
   }
   if (request.crc && policy.crc == CrcMode::kRefuse) {
@@ -105,6 +147,12 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
   if (request.markers && !policy.markers_supported) {
     return refuse(CmFailure::kMarkersRefused,
                   "the initiator asked for markers; this responder cannot send them");
+  }
+  if (policy.peer_to_peer == PeerToPeer::kRequired && reply.revision == wire::kMpaRevision2 &&
+      (!request.enhanced || !request.enhanced->peer_to_peer)) {
+    return refuse(CmFailure::kPeerToPeerRequired,
+                  "a revision-2 Request without the peer-to-peer flag; this responder requires "
+                  "peer-to-peer mode");
   }
 
   NegotiatedParams p;
@@ -127,21 +175,59 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
     p.enhanced = true;
     p.peer_ird = req.ird;
     p.peer_ord = req.ord;
+    const bool no_ird_ord = policy.ird_ord_sentinel && is_sentinel(req);
     wire::MpaEnhancedParams e{.ird = policy.ird, .ord = std::min(policy.ord, req.ird)};
-    p.ord = e.ord;
+    if (no_ird_ord)
+      e = wire::MpaEnhancedParams{.ird = wire::kMpaIrdOrdMask, .ord = wire::kMpaIrdOrdMask};
+    p.ord = no_ird_ord ? policy.ord : e.ord;
     if (req.peer_to_peer && policy.peer_to_peer != PeerToPeer::kOff) {
+      const RtrSet offered = offered_rtrs(req);
+      const RtrSet common = intersect(offered, accepted_rtrs(policy));
       e.peer_to_peer = true;
       p.peer_to_peer = true;
-      p.rtr = pick_rtr(policy, offered_rtrs(req));
-      e = rtr_bits(p.rtr, e);
+      p.rtr = first_preferred(policy, common);
+      RtrSet named;
+      if (p.rtr) {
+        switch (policy.rtr_reply) {
+          case RtrReply::kChosen:
+            named = only(*p.rtr);
+            break;
+          case RtrReply::kOwn:
+            named = policy.rtr_offer;
+            break;
+          case RtrReply::kAllCommon:
+            named = common;
+            break;
+        }
+      } else {
+        switch (policy.no_common_rtr) {
+          case NoCommonRtr::kRefuse:
+            break;
+          case NoCommonRtr::kPropose:
+            p.rtr = first_preferred(policy, accepted_rtrs(policy));
+            if (p.rtr) named = only(*p.rtr);
+            break;
+          case NoCommonRtr::kOfferAll:
+            named = accepted_rtrs(policy);
+            p.rtr = first_preferred(policy, named);
+            break;
+          case NoCommonRtr::kDecline:
+            e.peer_to_peer = false;
+            p.peer_to_peer = false;
+            break;
+        }
+      }
+      e = with_rtr_bits(named, e);
     }
     reply.enhanced = e;
     reply.private_data = std::move(private_data);
     if (p.peer_to_peer && !p.rtr) {
+      const std::string detail = "initiator offers RTR " + rtr_list(offered_rtrs(req)) +
+                                 ", responder accepts " + rtr_list(accepted_rtrs(policy));
+      if (policy.refuse_with == Refusal::kReset) return refuse(CmFailure::kNoMatchingRtr, detail);
       a.failure = CmFailure::kNoMatchingRtr;
       a.terminate = kNoMatchingRtrCause;
-      a.detail = "initiator offers RTR " + rtr_list(offered_rtrs(req)) + ", responder accepts " +
-                 rtr_list(policy.rtr_offer);
+      a.detail = detail;
       return a;
     }
     // Strict (RFC 6581 s3 without the relaxed lowering): each side's ORD must fit the
@@ -153,23 +239,31 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
     // initiator can see why, as iw_cxgb4 does (c4iw_accept_cr, send_mpa_reject). It does not
     // accept and then Terminate: MPA code 0x06 is the answer of a side that learns of the
     // mismatch only from a Reply, the initiator (settle_reply below).
-    if (policy.strict_ird_ord && (req.ord > policy.ird || policy.ord > req.ird)) {
+    if (policy.strict_ird_ord && !no_ird_ord && (req.ord > policy.ird || policy.ord > req.ird)) {
+      std::string detail;
+      if (req.ord > policy.ird) {
+        detail = "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
+                 std::to_string(policy.ird);
+      } else {
+        detail = "responder ORD " + std::to_string(policy.ord) + " exceeds initiator IRD " +
+                 std::to_string(req.ird);
+      }
+      detail += " (strict)";
+      if (policy.refuse_with == Refusal::kReset) return refuse(CmFailure::kInsufficientIrd, detail);
       reply.reject = true;
       reply.enhanced = wire::MpaEnhancedParams{.ird = policy.ird, .ord = policy.ord};
       reply.private_data.clear();
       a.failure = CmFailure::kInsufficientIrd;
-      if (req.ord > policy.ird) {
-        a.detail = "initiator ORD " + std::to_string(req.ord) + " exceeds responder IRD " +
-                   std::to_string(policy.ird);
-      } else {
-        a.detail = "responder ORD " + std::to_string(policy.ord) + " exceeds initiator IRD " +
-                   std::to_string(req.ird);
-      }
-      a.detail += " (strict): rejected in the Reply";
+      a.detail = detail + ": rejected in the Reply";
       return a;
     }
   } else {
     reply.private_data = std::move(private_data);
+  }
+  // iw_cxgb4 in revision 1 with peer2peer: it waits for its own RTR type regardless.
+  if (p.revision == wire::kMpaRevision1 && policy.rtr_in_revision1) {
+    p.peer_to_peer = true;
+    p.rtr = single_rtr(policy.rtr_offer);
   }
   a.params = std::move(p);
   return a;
@@ -184,6 +278,16 @@ InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& req
     v.detail = std::move(detail);
     v.terminate = terminate;
     return v;
+  };
+  // A refusal this initiator's policy decides (after a Reply it will not take): its Terminate,
+  // or with refuse_with reset a TCP reset instead.
+  auto refuse = [&](CmFailure f, std::string detail,
+                    std::optional<wire::TerminateCause> terminate = std::nullopt) {
+    if (policy.refuse_with == Refusal::kReset) {
+      v.hangup = Hangup::kReset;
+      return fail(f, std::move(detail) + "; refused with a TCP reset");
+    }
+    return fail(f, std::move(detail), terminate);
   };
   if (reply.kind != wire::MpaFrameKind::kReply) {
     return fail(CmFailure::kUnexpectedFrame, "received an MPA Request where the Reply belongs");
@@ -210,16 +314,27 @@ InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& req
                     std::to_string(request.revision));
   }
   if (reply.revision < request.revision && !policy.fallback_to_revision1) {
+    return fail(CmFailure::kRevisionUnsupported, "the responder answered in revision " +
+                                                     std::to_string(reply.revision) +
+                                                     " and this initiator does not fall back");
+  }
+  if (reply.revision < request.revision && request.revision == wire::kMpaRevisionErdma) {
     return fail(CmFailure::kRevisionUnsupported,
-                "the responder answered in revision " + std::to_string(reply.revision) +
-                    " and this initiator does not fall back");
+                "the responder answered erdma's revision 129 in revision " +
+                    std::to_string(reply.revision));
   }
   if (reply.crc && policy.crc == CrcMode::kRefuse) {
-    return fail(CmFailure::kCrcRefused, "the responder asked for CRC; this initiator refuses it");
+    return refuse(CmFailure::kCrcRefused, "the responder asked for CRC; this initiator refuses it");
   }
   if (reply.markers && !policy.markers_supported) {
-    return fail(CmFailure::kMarkersRefused,
-                "the responder asked for markers; this initiator cannot send them");
+    return refuse(CmFailure::kMarkersRefused,
+                  "the responder asked for markers; this initiator cannot send them");
+  }
+  if (policy.peer_to_peer == PeerToPeer::kRequired && reply.revision == wire::kMpaRevision2 &&
+      (!reply.enhanced || !reply.enhanced->peer_to_peer)) {
+    return refuse(CmFailure::kPeerToPeerRequired,
+                  "a revision-2 Reply without the peer-to-peer flag; this initiator requires "
+                  "peer-to-peer mode");
   }
 
   NegotiatedParams p;
@@ -246,29 +361,40 @@ InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& req
       const RtrSet chosen = offered_rtrs(rep);
       if (chosen.empty()) {
         // The responder found nothing in common; its Terminate (0x07) follows the Reply.
-        return fail(CmFailure::kNoMatchingRtr, "the responder accepts none of the offered RTR "
-                                               "types (" + rtr_list(offered_rtrs(req)) + ")");
-      }
-      p.rtr = single_rtr(chosen);
-      if (!p.rtr || !offered_rtrs(req).contains(*p.rtr)) {
         return fail(CmFailure::kNoMatchingRtr,
-                    "the responder chose RTR " + rtr_list(chosen) + " from an offer of " +
-                        rtr_list(offered_rtrs(req)),
-                    kNoMatchingRtrCause);
+                    "the responder accepts none of the offered RTR "
+                    "types (" +
+                        rtr_list(offered_rtrs(req)) + ")");
+      }
+      if (policy.rtr_from_reply == RtrFromReply::kPreference) {
+        p.rtr = first_preferred(policy, intersect(chosen, offered_rtrs(req)));
+      } else {
+        p.rtr = single_rtr(chosen);
+      }
+      if (!p.rtr || !offered_rtrs(req).contains(*p.rtr)) {
+        return refuse(CmFailure::kNoMatchingRtr,
+                      "the responder chose RTR " + rtr_list(chosen) + " from an offer of " +
+                          rtr_list(offered_rtrs(req)),
+                      kNoMatchingRtrCause);
       }
     }
-    if (policy.strict_ird_ord && (policy.ord > rep.ird || rep.ord > policy.ird)) {
-      return fail(CmFailure::kInsufficientIrd,
-                  policy.ord > rep.ird
-                      ? "this initiator's ORD " + std::to_string(policy.ord) +
-                            " exceeds the responder's IRD " + std::to_string(rep.ird) +
-                            " (strict)"
-                      : "the responder's ORD " + std::to_string(rep.ord) +
-                            " exceeds this initiator's IRD " + std::to_string(policy.ird) +
-                            " (strict)",
-                  kInsufficientIrdCause);
+    const bool no_ird_ord = policy.ird_ord_sentinel && is_sentinel(rep);
+    if (policy.strict_ird_ord && !no_ird_ord && (policy.ord > rep.ird || rep.ord > policy.ird)) {
+      return refuse(
+          CmFailure::kInsufficientIrd,
+          policy.ord > rep.ird
+              ? "this initiator's ORD " + std::to_string(policy.ord) +
+                    " exceeds the responder's IRD " + std::to_string(rep.ird) + " (strict)"
+              : "the responder's ORD " + std::to_string(rep.ord) +
+                    " exceeds this initiator's IRD " + std::to_string(policy.ird) + " (strict)",
+          kInsufficientIrdCause);
     }
-    p.ord = std::min(policy.ord, rep.ird);
+    p.ord = no_ird_ord ? policy.ord : std::min(policy.ord, rep.ird);
+  }
+  // iw_cxgb4 in revision 1 with peer2peer: it sends its own RTR type regardless.
+  if (p.revision == wire::kMpaRevision1 && policy.rtr_in_revision1) {
+    p.peer_to_peer = true;
+    p.rtr = single_rtr(policy.rtr_offer);
   }
   v.params = std::move(p);
   return v;

@@ -17,6 +17,13 @@
 //     responder's IRD only from the Reply, with a Terminate carrying MPA code 0x06.
 //   - Our own frame must fit the wire (RFC 5044 s7.1: 512 octets of private data, IRD/ORD
 //     words included); one that does not is a local error (MpaHandshake: local_frame_invalid).
+//
+// Where a known stack departs from these rules, its policy says how (mpa_policy.h): a
+// refusal by TCP reset instead of a Reject or Terminate (refuse_with), peer-to-peer required,
+// a Reply naming the responder's own RTR type or every common one (rtr_reply), what happens
+// when no RTR type is in common (no_common_rtr), a multi-type Reply read by preference
+// (rtr_from_reply), an RTR in revision 1 (rtr_in_revision1), the 0x3fff "no IRD/ORD" words
+// (ird_ord_sentinel), reserved bits echoed, and erdma's revision 129.
 #pragma once
 
 #include <cstdint>
@@ -32,17 +39,23 @@
 
 namespace rdma_interop::cm {
 
+// Instead of an answer: no Reply at all, and the TCP connection reset or closed.
+enum class Hangup : std::uint8_t { kNone, kReset, kClose };
+
 // The pure negotiation rules, usable without a connection (rdma-probe, tests, the matrix
 // oracle). A responder's answer to a Request under its policy:
 struct ResponderAnswer {
-  wire::MpaFrame reply;                   // always sent, unless `reset`
-  std::optional<NegotiatedParams> params; // set when the connection goes ahead
-  std::optional<CmFailure> failure;       // set when it does not
+  wire::MpaFrame reply;                           // always sent, unless `hangup`
+  std::optional<NegotiatedParams> params;         // set when the connection goes ahead
+  std::optional<CmFailure> failure;               // set when it does not
   std::optional<wire::TerminateCause> terminate;  // sent after an accepting Reply (0x07)
-  bool reset = false;                     // abort the TCP connection instead of answering
+  Hangup hangup = Hangup::kNone;                  // reset or close instead of answering
   std::string detail;
 };
 wire::MpaFrame make_request(const MpaPolicy& policy, std::vector<std::uint8_t> private_data);
+// A revision `policy` does not speak: newer than its own (RFC 5044 s7.1), or for erdma (129)
+// any other, and 129 for everyone else. What a responder does then is on_newer_revision.
+bool foreign_revision(const MpaPolicy& policy, std::uint8_t revision);
 ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& request,
                                std::vector<std::uint8_t> private_data);
 // The initiator's reading of a Reply to its Request.
@@ -50,6 +63,7 @@ struct InitiatorVerdict {
   std::optional<NegotiatedParams> params;
   std::optional<CmFailure> failure;
   std::optional<wire::TerminateCause> terminate;  // to send, e.g. no matching RTR
+  Hangup hangup = Hangup::kNone;  // a failure answered with a reset instead (refuse_with)
   bool retry_revision1 = false;
   std::string detail;
 };
