@@ -137,10 +137,33 @@ void bind_policy(py::module_& m) {
   py::enum_<cm::PeerToPeer>(m, "PeerToPeer")
       .value("OFF", cm::PeerToPeer::kOff)
       .value("WHEN_ASKED", cm::PeerToPeer::kWhenAsked)
-      .value("ON", cm::PeerToPeer::kOn);
+      .value("ON", cm::PeerToPeer::kOn)
+      .value("REQUIRED", cm::PeerToPeer::kRequired);
   py::enum_<cm::OnNewerRevision>(m, "OnNewerRevision")
       .value("REPLY_OWN_REVISION", cm::OnNewerRevision::kReplyOwnRevision)
-      .value("RESET", cm::OnNewerRevision::kReset);
+      .value("RESET", cm::OnNewerRevision::kReset)
+      .value("CLOSE", cm::OnNewerRevision::kClose);
+  py::enum_<cm::Refusal>(m, "Refusal")
+      .value("REJECT", cm::Refusal::kReject)
+      .value("RESET", cm::Refusal::kReset);
+  py::enum_<cm::OnMalformed>(m, "OnMalformed")
+      .value("RESET", cm::OnMalformed::kReset)
+      .value("CLOSE", cm::OnMalformed::kClose);
+  py::enum_<cm::RtrReply>(m, "RtrReply")
+      .value("CHOSEN", cm::RtrReply::kChosen)
+      .value("OWN", cm::RtrReply::kOwn)
+      .value("ALL_COMMON", cm::RtrReply::kAllCommon);
+  py::enum_<cm::NoCommonRtr>(m, "NoCommonRtr")
+      .value("REFUSE", cm::NoCommonRtr::kRefuse)
+      .value("PROPOSE", cm::NoCommonRtr::kPropose)
+      .value("OFFER_ALL", cm::NoCommonRtr::kOfferAll)
+      .value("DECLINE", cm::NoCommonRtr::kDecline);
+  py::enum_<cm::RtrCheck>(m, "RtrCheck")
+      .value("AGREED", cm::RtrCheck::kAgreed)
+      .value("ANY", cm::RtrCheck::kAny);
+  py::enum_<cm::RtrFromReply>(m, "RtrFromReply")
+      .value("EXACT", cm::RtrFromReply::kExact)
+      .value("PREFERENCE", cm::RtrFromReply::kPreference);
 
   py::class_<cm::RtrSet>(m, "RtrSet")
       .def(py::init<>())
@@ -168,7 +191,16 @@ void bind_policy(py::module_& m) {
       .def_readwrite("markers_supported", &MpaPolicy::markers_supported)
       .def_readwrite("peer_to_peer", &MpaPolicy::peer_to_peer)
       .def_readwrite("rtr_offer", &MpaPolicy::rtr_offer)
+      .def_readwrite("rtr_accepted", &MpaPolicy::rtr_accepted)
       .def_readwrite("rtr_preference", &MpaPolicy::rtr_preference)
+      .def_readwrite("rtr_reply", &MpaPolicy::rtr_reply)
+      .def_readwrite("no_common_rtr", &MpaPolicy::no_common_rtr)
+      .def_readwrite("rtr_check", &MpaPolicy::rtr_check)
+      .def_readwrite("rtr_from_reply", &MpaPolicy::rtr_from_reply)
+      .def_readwrite("rtr_in_revision1", &MpaPolicy::rtr_in_revision1)
+      .def_readwrite("read_rtr_sink_stag", &MpaPolicy::read_rtr_sink_stag)
+      .def_readwrite("read_rtr_source_stag", &MpaPolicy::read_rtr_source_stag)
+      .def_readwrite("refuse_zero_stag_read_rtr", &MpaPolicy::refuse_zero_stag_read_rtr)
       .def_readwrite("ird", &MpaPolicy::ird)
       .def_readwrite("ord", &MpaPolicy::ord)
       .def_readwrite("strict_ird_ord", &MpaPolicy::strict_ird_ord)
@@ -176,6 +208,11 @@ void bind_policy(py::module_& m) {
       .def_readwrite("reject_reserved_bits", &MpaPolicy::reject_reserved_bits)
       .def_readwrite("fallback_to_revision1", &MpaPolicy::fallback_to_revision1)
       .def_readwrite("on_newer_revision", &MpaPolicy::on_newer_revision)
+      .def_readwrite("refuse_with", &MpaPolicy::refuse_with)
+      .def_readwrite("on_malformed_frame", &MpaPolicy::on_malformed_frame)
+      .def_readwrite("echo_reserved_bits", &MpaPolicy::echo_reserved_bits)
+      .def_readwrite("extension_bits", &MpaPolicy::extension_bits)
+      .def_readwrite("ird_ord_sentinel", &MpaPolicy::ird_ord_sentinel)
       .def_readwrite("send_rtr", &MpaPolicy::send_rtr)
       .def_property("request_timeout_ms", request_timeout.first, request_timeout.second)
       .def_property("reply_timeout_ms", reply_timeout.first, reply_timeout.second)
@@ -229,6 +266,8 @@ void bind_personality(py::module_& m) {
       .def_property(
           "private_data", [](const Personality& p) { return to_bytes(p.private_data); },
           [](Personality& p, py::handle data) { p.private_data = copy_bytes(data); })
+      .def_readwrite("source_file", &Personality::source_file)
+      .def_readwrite("source_version", &Personality::source_version)
       .def_readwrite("source_path", &Personality::source_path)
       .def(py::self == py::self)
       .def("to_json", [](const Personality& p) { return cm::to_json(p).dump(); })
@@ -567,11 +606,15 @@ void bind_provider_objects(py::module_& m) {
       .def_readwrite("half_open_limit", &ListenOptions::half_open_limit)
       .def_property(
           "decision_timeout_ms",
-          [](const ListenOptions& o) { return static_cast<std::int64_t>(o.decision_timeout.count()); },
+          [](const ListenOptions& o) {
+            return static_cast<std::int64_t>(o.decision_timeout.count());
+          },
           [](ListenOptions& o, std::int64_t ms) { o.decision_timeout = Millis(ms); })
       .def_property(
           "overflow_timeout_ms",
-          [](const ListenOptions& o) { return static_cast<std::int64_t>(o.overflow_timeout.count()); },
+          [](const ListenOptions& o) {
+            return static_cast<std::int64_t>(o.overflow_timeout.count());
+          },
           [](ListenOptions& o, std::int64_t ms) { o.overflow_timeout = Millis(ms); });
 
   using cm::BacklogCounters;
@@ -648,8 +691,8 @@ void bind_provider_objects(py::module_& m) {
           [](Listener& l) {
             py::list out;
             for (const auto& f : l.take_setup_failures()) {
-              out.append(py::make_tuple(f.peer_address, connect_error_object(f.error),
-                                        f.elapsed_ms));
+              out.append(
+                  py::make_tuple(f.peer_address, connect_error_object(f.error), f.elapsed_ms));
             }
             return out;
           },

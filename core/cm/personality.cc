@@ -28,9 +28,29 @@ constexpr std::pair<std::string_view, RtrType> kRtrNames[] = {
 constexpr std::pair<std::string_view, CrcMode> kCrcNames[] = {
     {"want", CrcMode::kWant}, {"optional", CrcMode::kOptional}, {"refuse", CrcMode::kRefuse}};
 constexpr std::pair<std::string_view, PeerToPeer> kP2pNames[] = {
-    {"off", PeerToPeer::kOff}, {"when-asked", PeerToPeer::kWhenAsked}, {"on", PeerToPeer::kOn}};
+    {"off", PeerToPeer::kOff},
+    {"when-asked", PeerToPeer::kWhenAsked},
+    {"on", PeerToPeer::kOn},
+    {"required", PeerToPeer::kRequired}};
 constexpr std::pair<std::string_view, OnNewerRevision> kNewerNames[] = {
-    {"reply", OnNewerRevision::kReplyOwnRevision}, {"reset", OnNewerRevision::kReset}};
+    {"reply", OnNewerRevision::kReplyOwnRevision},
+    {"reset", OnNewerRevision::kReset},
+    {"close", OnNewerRevision::kClose}};
+constexpr std::pair<std::string_view, Refusal> kRefusalNames[] = {{"reject", Refusal::kReject},
+                                                                  {"reset", Refusal::kReset}};
+constexpr std::pair<std::string_view, OnMalformed> kMalformedNames[] = {
+    {"reset", OnMalformed::kReset}, {"close", OnMalformed::kClose}};
+constexpr std::pair<std::string_view, RtrReply> kRtrReplyNames[] = {
+    {"chosen", RtrReply::kChosen}, {"own", RtrReply::kOwn}, {"all-common", RtrReply::kAllCommon}};
+constexpr std::pair<std::string_view, NoCommonRtr> kNoCommonNames[] = {
+    {"refuse", NoCommonRtr::kRefuse},
+    {"propose", NoCommonRtr::kPropose},
+    {"offer-all", NoCommonRtr::kOfferAll},
+    {"decline", NoCommonRtr::kDecline}};
+constexpr std::pair<std::string_view, RtrCheck> kRtrCheckNames[] = {{"agreed", RtrCheck::kAgreed},
+                                                                    {"any", RtrCheck::kAny}};
+constexpr std::pair<std::string_view, RtrFromReply> kFromReplyNames[] = {
+    {"exact", RtrFromReply::kExact}, {"preference", RtrFromReply::kPreference}};
 
 template <class E, std::size_t N>
 std::string_view name_of(const std::pair<std::string_view, E> (&table)[N], E value) {
@@ -50,14 +70,24 @@ std::string names_of(const std::pair<std::string_view, E> (&table)[N]) {
   return out;
 }
 
-constexpr std::string_view kTopKeys[] = {"name", "description", "mpa", "private_data"};
+constexpr std::string_view kTopKeys[] = {"name", "description", "source", "mpa", "private_data"};
+constexpr std::string_view kSourceKeys[] = {"file", "version"};
 constexpr std::string_view kMpaKeys[] = {"revision",
                                          "crc",
                                          "markers_wanted",
                                          "markers_supported",
                                          "peer_to_peer",
                                          "rtr_offer",
+                                         "rtr_accepted",
                                          "rtr_preference",
+                                         "rtr_reply",
+                                         "no_common_rtr",
+                                         "rtr_check",
+                                         "rtr_from_reply",
+                                         "rtr_in_revision1",
+                                         "read_rtr_sink_stag",
+                                         "read_rtr_source_stag",
+                                         "refuse_zero_stag_read_rtr",
                                          "ird",
                                          "ord",
                                          "strict_ird_ord",
@@ -65,6 +95,11 @@ constexpr std::string_view kMpaKeys[] = {"revision",
                                          "reject_reserved_bits",
                                          "fallback_to_revision1",
                                          "on_newer_revision",
+                                         "refuse_with",
+                                         "on_malformed_frame",
+                                         "echo_reserved_bits",
+                                         "extension_bits",
+                                         "ird_ord_sentinel",
                                          "send_rtr",
                                          "request_timeout_ms",
                                          "reply_timeout_ms",
@@ -148,34 +183,73 @@ class MpaReader {
       }
     }
     std::int64_t n = 0;
-    if (auto e = integer("revision", wire::kMpaRevision1, wire::kMpaRevision2, n)) return e;
-    if (mpa_.contains("revision")) p.revision = static_cast<std::uint8_t>(n);
+    if (auto e = integer("revision", wire::kMpaRevision1, wire::kMpaRevisionErdma, n)) return e;
+    if (given("revision")) {
+      if (n != wire::kMpaRevision1 && n != wire::kMpaRevision2 && n != wire::kMpaRevisionErdma) {
+        return ctx_.at_key("mpa", "revision",
+                           "\"mpa.revision\" is " + std::to_string(n) +
+                               ", not 1 (RFC 5044), 2 (RFC 6581) or 129 (erdma's own)");
+      }
+      p.revision = static_cast<std::uint8_t>(n);
+    }
     if (auto e = enumerated("crc", kCrcNames, p.crc)) return e;
     if (auto e = boolean("markers_wanted", p.markers_wanted)) return e;
     if (auto e = boolean("markers_supported", p.markers_supported)) return e;
     if (auto e = enumerated("peer_to_peer", kP2pNames, p.peer_to_peer)) return e;
     if (auto e = rtr_list("rtr_offer", nullptr, &p.rtr_offer)) return e;
+    if (given("rtr_accepted")) {
+      RtrSet accepted;
+      if (auto e = rtr_list("rtr_accepted", nullptr, &accepted)) return e;
+      p.rtr_accepted = accepted;
+    }
     if (auto e = rtr_list("rtr_preference", &p.rtr_preference, nullptr)) return e;
+    if (auto e = enumerated("rtr_reply", kRtrReplyNames, p.rtr_reply)) return e;
+    if (auto e = enumerated("no_common_rtr", kNoCommonNames, p.no_common_rtr)) return e;
+    if (auto e = enumerated("rtr_check", kRtrCheckNames, p.rtr_check)) return e;
+    if (auto e = enumerated("rtr_from_reply", kFromReplyNames, p.rtr_from_reply)) return e;
+    if (auto e = boolean("rtr_in_revision1", p.rtr_in_revision1)) return e;
+    if (auto e = integer("read_rtr_sink_stag", 0, 0xffffffff, n)) return e;
+    if (given("read_rtr_sink_stag")) p.read_rtr_sink_stag = static_cast<std::uint32_t>(n);
+    if (auto e = integer("read_rtr_source_stag", 0, 0xffffffff, n)) return e;
+    if (given("read_rtr_source_stag")) p.read_rtr_source_stag = static_cast<std::uint32_t>(n);
+    if (auto e = boolean("refuse_zero_stag_read_rtr", p.refuse_zero_stag_read_rtr)) return e;
     if (auto e = integer("ird", 0, wire::kMpaIrdOrdMask, n)) return e;
-    if (mpa_.contains("ird")) p.ird = static_cast<std::uint16_t>(n);
+    if (given("ird")) p.ird = static_cast<std::uint16_t>(n);
     if (auto e = integer("ord", 0, wire::kMpaIrdOrdMask, n)) return e;
-    if (mpa_.contains("ord")) p.ord = static_cast<std::uint16_t>(n);
+    if (given("ord")) p.ord = static_cast<std::uint16_t>(n);
     if (auto e = boolean("strict_ird_ord", p.strict_ird_ord)) return e;
     if (auto e = integer("private_data_limit", 0, wire::kMpaMaxPrivateDataRfc, n)) return e;
-    if (mpa_.contains("private_data_limit")) p.private_data_limit = static_cast<std::size_t>(n);
+    if (given("private_data_limit")) p.private_data_limit = static_cast<std::size_t>(n);
     if (auto e = boolean("reject_reserved_bits", p.reject_reserved_bits)) return e;
     if (auto e = boolean("fallback_to_revision1", p.fallback_to_revision1)) return e;
     if (auto e = enumerated("on_newer_revision", kNewerNames, p.on_newer_revision)) return e;
+    if (auto e = enumerated("refuse_with", kRefusalNames, p.refuse_with)) return e;
+    if (auto e = enumerated("on_malformed_frame", kMalformedNames, p.on_malformed_frame)) return e;
+    if (auto e = boolean("echo_reserved_bits", p.echo_reserved_bits)) return e;
+    if (auto e = integer("extension_bits", 0, wire::kMpaFlagReservedMask, n)) return e;
+    if (given("extension_bits")) p.extension_bits = static_cast<std::uint8_t>(n);
+    if (auto e = boolean("ird_ord_sentinel", p.ird_ord_sentinel)) return e;
     if (auto e = boolean("send_rtr", p.send_rtr)) return e;
     if (auto e = timeout("request_timeout_ms", p.request_timeout)) return e;
     if (auto e = timeout("reply_timeout_ms", p.reply_timeout)) return e;
     if (auto e = timeout("rtr_timeout_ms", p.rtr_timeout)) return e;
     if (auto e = integer("first_fpdu_delay_ms", 0, kMaxTimeoutMs, n)) return e;
-    if (mpa_.contains("first_fpdu_delay_ms")) p.first_fpdu_delay = std::chrono::milliseconds(n);
+    if (given("first_fpdu_delay_ms")) p.first_fpdu_delay = std::chrono::milliseconds(n);
     return std::nullopt;
   }
 
  private:
+  // A key whose value is null is as if it were absent: rdma-probe writes null for what it
+  // could not find out about a peer, and its report loads as a personality as it is.
+  bool given(std::string_view key) const {
+    auto it = mpa_.find(key);
+    return it != mpa_.end() && !it->is_null();
+  }
+  json::const_iterator lookup(std::string_view key) const {
+    auto it = mpa_.find(key);
+    return it != mpa_.end() && it->is_null() ? mpa_.end() : it;
+  }
+
   std::string wrong_type(std::string_view key, std::string_view wanted, const json& v) const {
     return ctx_.at_key("mpa", key,
                        "\"mpa." + std::string(key) + "\" must be " + std::string(wanted) +
@@ -183,7 +257,7 @@ class MpaReader {
   }
 
   std::optional<std::string> boolean(std::string_view key, bool& out) const {
-    auto it = mpa_.find(key);
+    auto it = lookup(key);
     if (it == mpa_.end()) return std::nullopt;
     if (!it->is_boolean()) return wrong_type(key, "true or false", *it);
     out = it->get<bool>();
@@ -192,7 +266,7 @@ class MpaReader {
 
   std::optional<std::string> integer(std::string_view key, std::int64_t lo, std::int64_t hi,
                                      std::int64_t& out) const {
-    auto it = mpa_.find(key);
+    auto it = lookup(key);
     if (it == mpa_.end()) return std::nullopt;
     if (!it->is_number_integer()) return wrong_type(key, "an integer", *it);
     bool too_big = it->is_number_unsigned() &&
@@ -204,7 +278,8 @@ class MpaReader {
       s << "\"mpa." << key << "\" is " << it->dump() << ", out of range " << lo << ".." << hi;
       if (key == "ird" || key == "ord") s << " (0x3fff: RFC 6581 s3 IRD/ORD are 14 bits)";
       if (key == "private_data_limit") s << " (RFC 5044 s7.1 allows at most 512 octets)";
-      if (key == "revision") s << " (1: RFC 5044, 2: RFC 6581)";
+      if (key == "revision") s << " (1: RFC 5044, 2: RFC 6581, 129: erdma)";
+      if (key == "extension_bits") s << " (the four reserved flag bits)";
       return ctx_.at_key("mpa", key, s.str());
     }
     out = v;
@@ -214,7 +289,7 @@ class MpaReader {
   std::optional<std::string> timeout(std::string_view key, std::chrono::milliseconds& out) const {
     std::int64_t v = 0;
     if (auto e = integer(key, 1, kMaxTimeoutMs, v)) return e;
-    if (mpa_.contains(key)) out = std::chrono::milliseconds(v);
+    if (given(key)) out = std::chrono::milliseconds(v);
     return std::nullopt;
   }
 
@@ -222,7 +297,7 @@ class MpaReader {
   std::optional<std::string> enumerated(std::string_view key,
                                         const std::pair<std::string_view, E> (&table)[N],
                                         E& out) const {
-    auto it = mpa_.find(key);
+    auto it = lookup(key);
     if (it == mpa_.end()) return std::nullopt;
     if (!it->is_string()) return wrong_type(key, "one of " + names_of(table), *it);
     auto text = it->get<std::string>();
@@ -240,7 +315,7 @@ class MpaReader {
   // Either a list (preference order) or a set (offer); duplicates are errors in both.
   std::optional<std::string> rtr_list(std::string_view key, std::vector<RtrType>* list,
                                       RtrSet* set) const {
-    auto it = mpa_.find(key);
+    auto it = lookup(key);
     if (it == mpa_.end()) return std::nullopt;
     std::string wanted = "an array of RTR types (" + names_of(kRtrNames) + ")";
     if (!it->is_array()) return wrong_type(key, wanted, *it);
@@ -356,6 +431,41 @@ class FdGuard {
   int fd_;
 };
 
+// Edit distance (insertions, deletions, substitutions, and a swap of two neighbours counted
+// as one), for "did you mean".
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The known name nearest to `wanted`: within a third of its length (at least 2 edits), or
+// one that starts with it or is contained in it ("cxgb" -> "cxgb4"). Ties: the shorter name.
+std::optional<std::string> nearest_name(std::string_view wanted,
+                                        const std::set<std::string>& known) {
+  std::optional<std::string> best;
+  std::size_t best_distance = std::max<std::size_t>(2, wanted.size() / 3) + 1;
+  for (const auto& name : known) {
+    std::size_t dist = edit_distance(wanted, name);
+    if (name.starts_with(wanted) || wanted.starts_with(name)) dist = std::min<std::size_t>(dist, 1);
+    if (dist < best_distance || (dist == best_distance && best && name.size() < best->size())) {
+      best = name;
+      best_distance = dist;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 Expected<Personality, std::string> parse_personality(std::string_view json_text,
@@ -401,12 +511,34 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
     return unexpected(ctx.at_key(
         {}, "name", "\"name\" is \"" + p.name + "\"; use letters, digits, '-', '_' and '.' only"));
   }
-  if (auto it = doc.find("description"); it != doc.end()) {
+  if (auto it = doc.find("description"); it != doc.end() && !it->is_null()) {
     if (!it->is_string()) {
       return unexpected(
           ctx.at_key({}, "description", "\"description\" must be a string, not " + type_name(*it)));
     }
     p.description = it->get<std::string>();
+  }
+  if (auto it = doc.find("source"); it != doc.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return unexpected(
+          ctx.at_key({}, "source",
+                     "\"source\" must be an object ({\"file\": ..., \"version\": ...}), not " +
+                         type_name(*it)));
+    }
+    for (const auto& [key, value] : it->items()) {
+      if (std::find(std::begin(kSourceKeys), std::end(kSourceKeys), key) == std::end(kSourceKeys)) {
+        return unexpected(ctx.at_key("source", key,
+                                     "unknown key \"source." + key +
+                                         "\" (known keys in \"source\": " + join(kSourceKeys) +
+                                         ")"));
+      }
+      if (!value.is_null() && !value.is_string()) {
+        return unexpected(ctx.at_key(
+            "source", key, "\"source." + key + "\" must be a string, not " + type_name(value)));
+      }
+    }
+    if (auto f = it->find("file"); f != it->end() && f->is_string()) p.source_file = *f;
+    if (auto v = it->find("version"); v != it->end() && v->is_string()) p.source_version = *v;
   }
   if (auto it = doc.find("mpa"); it != doc.end()) {
     if (!it->is_object()) {
@@ -414,7 +546,7 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
     }
     if (auto e = MpaReader(*it, ctx).read(p.mpa)) return unexpected(*e);
   }
-  if (auto it = doc.find("private_data"); it != doc.end()) {
+  if (auto it = doc.find("private_data"); it != doc.end() && !it->is_null()) {
     if (!it->is_string()) {
       return unexpected(
           ctx.at_key({}, "private_data",
@@ -432,6 +564,7 @@ Expected<Personality, std::string> parse_personality(std::string_view json_text,
     // revision 2 the IRD and ORD words lead the private data and count in PD_Length (RFC
     // 6581 s3), so 4 of the 512 are not the application's. A personality that could never
     // send its Request or Reply is refused here, not on every connection later.
+    // erdma's extension is outside PD_Length, so revision 129 has the whole 512.
     const bool enhanced = p.mpa.revision == wire::kMpaRevision2;
     const std::size_t room =
         wire::kMpaMaxPrivateDataRfc - (enhanced ? wire::kMpaEnhancedParamsLen : 0);
@@ -549,17 +682,28 @@ Expected<Personality, std::string> find_personality(
     std::error_code ec;
     if (fs::is_regular_file(file, ec)) return load_personality_file(file);
   }
+  // The name `rdma-probe personalities` lists is the one inside the file, which need not be
+  // the file's stem (a probed peer saved as peer.json names itself "probed-..."): the first
+  // file, in search order, that loads under this name.
   std::set<std::string> known;
   for (const auto& dir : search_dirs) {
-    for (const auto& f : json_files_in(dir)) known.insert(f.stem().string());
+    for (const auto& f : json_files_in(dir)) {
+      known.insert(f.stem().string());
+      auto p = load_personality_file(f);
+      if (!p) continue;
+      if (p->name == name_or_path) return p;
+      known.insert(p->name);
+    }
   }
   std::string names;
   for (const auto& n : known) {
     if (!names.empty()) names += ", ";
     names += n;
   }
-  return unexpected("unknown personality \"" + std::string(name_or_path) +
-                    "\" (known: " + (names.empty() ? std::string("none") : names) +
+  std::string hint;
+  if (auto near = nearest_name(name_or_path, known)) hint = "; did you mean \"" + *near + "\"?";
+  return unexpected("unknown personality \"" + std::string(name_or_path) + "\"" + hint +
+                    " (known: " + (names.empty() ? std::string("none") : names) +
                     "; searched: " + dir_list(search_dirs) + "; or give a path to a .json file)");
 }
 
@@ -590,6 +734,13 @@ nlohmann::ordered_json to_json(const MpaPolicy& p) {
   }
   json preference = json::array();
   for (auto t : p.rtr_preference) preference.push_back(name_of(kRtrNames, t));
+  json accepted = nullptr;
+  if (p.rtr_accepted) {
+    accepted = json::array();
+    for (const auto& [name, t] : kRtrNames) {
+      if (p.rtr_accepted->contains(t)) accepted.push_back(name);
+    }
+  }
   return json{
       {"revision", p.revision},
       {"crc", name_of(kCrcNames, p.crc)},
@@ -597,7 +748,16 @@ nlohmann::ordered_json to_json(const MpaPolicy& p) {
       {"markers_supported", p.markers_supported},
       {"peer_to_peer", name_of(kP2pNames, p.peer_to_peer)},
       {"rtr_offer", offer},
+      {"rtr_accepted", accepted},
       {"rtr_preference", preference},
+      {"rtr_reply", name_of(kRtrReplyNames, p.rtr_reply)},
+      {"no_common_rtr", name_of(kNoCommonNames, p.no_common_rtr)},
+      {"rtr_check", name_of(kRtrCheckNames, p.rtr_check)},
+      {"rtr_from_reply", name_of(kFromReplyNames, p.rtr_from_reply)},
+      {"rtr_in_revision1", p.rtr_in_revision1},
+      {"read_rtr_sink_stag", p.read_rtr_sink_stag},
+      {"read_rtr_source_stag", p.read_rtr_source_stag},
+      {"refuse_zero_stag_read_rtr", p.refuse_zero_stag_read_rtr},
       {"ird", p.ird},
       {"ord", p.ord},
       {"strict_ird_ord", p.strict_ird_ord},
@@ -605,6 +765,11 @@ nlohmann::ordered_json to_json(const MpaPolicy& p) {
       {"reject_reserved_bits", p.reject_reserved_bits},
       {"fallback_to_revision1", p.fallback_to_revision1},
       {"on_newer_revision", name_of(kNewerNames, p.on_newer_revision)},
+      {"refuse_with", name_of(kRefusalNames, p.refuse_with)},
+      {"on_malformed_frame", name_of(kMalformedNames, p.on_malformed_frame)},
+      {"echo_reserved_bits", p.echo_reserved_bits},
+      {"extension_bits", p.extension_bits},
+      {"ird_ord_sentinel", p.ird_ord_sentinel},
       {"send_rtr", p.send_rtr},
       {"request_timeout_ms", p.request_timeout.count()},
       {"reply_timeout_ms", p.reply_timeout.count()},
@@ -615,7 +780,11 @@ nlohmann::ordered_json to_json(const MpaPolicy& p) {
 
 nlohmann::ordered_json to_json(const Personality& p) {
   using json = nlohmann::ordered_json;
-  json j{{"name", p.name}, {"description", p.description}, {"mpa", to_json(p.mpa)}};
+  json j{{"name", p.name}, {"description", p.description}};
+  if (!p.source_file.empty() || !p.source_version.empty()) {
+    j["source"] = json{{"file", p.source_file}, {"version", p.source_version}};
+  }
+  j["mpa"] = to_json(p.mpa);
   if (!p.private_data.empty()) {
     // Stored as text; bytes that are not valid UTF-8 are replaced when printed.
     j["private_data"] = std::string(p.private_data.begin(), p.private_data.end());

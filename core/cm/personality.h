@@ -7,19 +7,34 @@
 //   {
 //     "name": "siw",
 //     "description": "Linux soft-iWARP defaults (drivers/infiniband/sw/siw)",
-//     "mpa": {
-//       "revision": 2,                        1 or 2
+//     "source": {"file": "drivers/infiniband/sw/siw/siw_cm.c",   where it was read from
+//                "version": "Linux v6.18.44"},
+//     "mpa": {                                each key: mpa_policy.h says what it means
+//       "revision": 2,                        1, 2 or 129 (erdma's own)
 //       "crc": "optional",                    want | optional | refuse
 //       "markers_wanted": false, "markers_supported": false,
-//       "peer_to_peer": "when-asked",         off | when-asked | on
+//       "peer_to_peer": "when-asked",         off | when-asked | on | required
 //       "rtr_offer": ["write", "read"],       send | write | read
+//       "rtr_accepted": ["write", "read"],    responder; default: rtr_offer
 //       "rtr_preference": ["write", "read"],
+//       "rtr_reply": "chosen",                chosen | own | all-common
+//       "no_common_rtr": "propose",           refuse | propose | offer-all | decline
+//       "rtr_check": "any",                   agreed | any
+//       "rtr_from_reply": "exact",            exact | preference
+//       "rtr_in_revision1": false,
+//       "read_rtr_sink_stag": 0, "read_rtr_source_stag": 1,    0 .. 0xffffffff
+//       "refuse_zero_stag_read_rtr": false,
 //       "ird": 16, "ord": 16,                 0 .. 0x3fff (RFC 6581 s3: 14 bits)
 //       "strict_ird_ord": false,
 //       "private_data_limit": 256,            0 .. 512 (RFC 5044 s7.1)
 //       "reject_reserved_bits": false,
 //       "fallback_to_revision1": false,
-//       "on_newer_revision": "reply",         reply | reset
+//       "on_newer_revision": "close",         reply | reset | close
+//       "refuse_with": "reject",              reject | reset
+//       "on_malformed_frame": "close",        reset | close
+//       "echo_reserved_bits": true,
+//       "extension_bits": 0,                  0, 4, 8 or 12 (vendor uses of Res)
+//       "ird_ord_sentinel": false,
 //       "send_rtr": true,
 //       "request_timeout_ms": 5000, "reply_timeout_ms": 10000, "rtr_timeout_ms": 5000,
 //       "first_fpdu_delay_ms": 0              initiator: wait after the Reply (kernel siw)
@@ -27,9 +42,11 @@
 //     "private_data": "siw"                   UTF-8 text, at most private_data_limit octets,
 //   }                                         and what our own frames can carry (below)
 //
-// Every key in "mpa" is optional (the default is MpaPolicy's). An unknown key, a value of the
-// wrong type or out of range, and a policy cm::validate() objects to are errors; each error
-// is one sentence naming the file (and the line where it can be found).
+// Every key in "mpa" is optional (the default is MpaPolicy's), and so is "source"; a key whose
+// value is null counts as absent (rdma-probe's responder_policy writes null for what it could
+// not find out, and loads as a personality as it is). An unknown key, a value of the wrong
+// type or out of range, and a policy cm::validate() objects to are errors; each error is one
+// sentence naming the file (and the line where it can be found).
 //
 // What the wire needs is checked when the file loads, so a personality that could never
 // send its frames is refused here rather than failing every connection later: an MPA frame
@@ -58,7 +75,11 @@ struct Personality {
   std::string description;
   MpaPolicy mpa;
   std::vector<std::uint8_t> private_data;
-  std::string source_path;  // the file it came from; empty when parsed from text
+  // What the personality was read from: a source file (and function) and the version, e.g.
+  // "drivers/infiniband/hw/irdma/cm.c" and "Linux v6.18.44 (stable, read from a mirror)".
+  std::string source_file;
+  std::string source_version;
+  std::string source_path;  // the JSON file it came from; empty when parsed from text
 
   friend bool operator==(const Personality&, const Personality&) = default;
 };
@@ -89,9 +110,11 @@ Expected<Personality, std::string> load_personality_file(const std::filesystem::
 // Directories that do not exist are left out.
 std::vector<std::filesystem::path> default_personality_dirs();
 
-// `name_or_path` containing a '/' or ending in ".json" is a file; anything else is a name
-// looked up as NAME.json in `search_dirs`, first match wins. Not found: the error lists the
-// known names and the directories searched.
+// `name_or_path` containing a '/' or ending in ".json" is a file; anything else is a name:
+// NAME.json in `search_dirs` (first match wins), else the file whose "name" is NAME (the
+// name `rdma-probe personalities` lists, which may differ from the file's). Not found: the
+// error suggests the nearest known name ("did you mean"), lists the known names and the
+// directories searched.
 Expected<Personality, std::string> find_personality(
     std::string_view name_or_path, const std::vector<std::filesystem::path>& search_dirs);
 

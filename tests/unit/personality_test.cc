@@ -85,11 +85,80 @@ TEST(ShippedPersonality, Cxgb4IsPeerToPeerReadRtrCrcIrdOrd32AndFallsBack) {
   EXPECT_FALSE(p.mpa.markers_wanted);
   EXPECT_EQ(p.mpa.peer_to_peer, PeerToPeer::kOn);
   EXPECT_EQ(p.mpa.rtr_offer, (RtrSet{.send = false, .write = false, .read = true}));
-  EXPECT_EQ(p.mpa.rtr_preference, (std::vector{RtrType::kRead}));
+  // It takes a Write or a Read from the Request, Write first, but names its own in the Reply
+  // (cm.c process_mpa_request, send_mpa_reply); an offer of neither: no peer-to-peer.
+  EXPECT_EQ(p.mpa.rtr_accepted, (RtrSet{.send = false, .write = true, .read = true}));
+  EXPECT_EQ(p.mpa.rtr_preference, (std::vector{RtrType::kWrite, RtrType::kRead}));
+  EXPECT_EQ(p.mpa.rtr_reply, RtrReply::kOwn);
+  EXPECT_EQ(p.mpa.no_common_rtr, NoCommonRtr::kDecline);
+  EXPECT_TRUE(p.mpa.rtr_in_revision1);
+  EXPECT_EQ(p.mpa.read_rtr_sink_stag, 1u);
+  EXPECT_EQ(p.mpa.read_rtr_source_stag, 1u);
   EXPECT_EQ(p.mpa.ird, 32);
   EXPECT_EQ(p.mpa.ord, 32);
   EXPECT_FALSE(p.mpa.strict_ird_ord);
   EXPECT_TRUE(p.mpa.fallback_to_revision1);
+  EXPECT_EQ(p.mpa.on_newer_revision, OnNewerRevision::kReset);
+  EXPECT_FALSE(p.mpa.reject_reserved_bits);
+  EXPECT_EQ(p.source_file.substr(0, 34), "drivers/infiniband/hw/cxgb4/cm.c (");
+  EXPECT_NE(p.source_version.find("v6.18.44"), std::string::npos);
+}
+
+TEST(ShippedPersonality, Cxgb4ModesDifferInTheirRtrTypeRevisionAndReadDepth) {
+  auto write = load_shipped("cxgb4-write");
+  EXPECT_EQ(write.mpa.rtr_offer, (RtrSet{.write = true}));
+  EXPECT_EQ(write.mpa.revision, 2);
+  auto rev1 = load_shipped("cxgb4-rev1");
+  EXPECT_EQ(rev1.mpa.revision, 1);
+  EXPECT_FALSE(rev1.mpa.fallback_to_revision1);
+  EXPECT_TRUE(rev1.mpa.rtr_in_revision1);
+  EXPECT_EQ(rev1.mpa.on_newer_revision, OnNewerRevision::kReset);
+  auto freebsd = load_shipped("freebsd-cxgbe");
+  EXPECT_EQ(freebsd.mpa.revision, 1);
+  EXPECT_EQ(freebsd.mpa.ird, 8);
+  EXPECT_EQ(freebsd.mpa.ord, 8);
+  EXPECT_EQ(freebsd.source_file.substr(0, 29), "sys/dev/cxgbe/iw_cxgbe/cm.c (");
+  EXPECT_NE(freebsd.source_version.find("FreeBSD"), std::string::npos);
+  // Apart from the read depth (not exchanged in revision 1) the two speak the same MPA.
+  freebsd.mpa.ird = freebsd.mpa.ord = 32;
+  EXPECT_EQ(freebsd.mpa, rev1.mpa);
+}
+
+TEST(ShippedPersonality, IrdmaRequiresPeerToPeerAndRefusesWithAReset) {
+  auto p = load_shipped("irdma");
+  EXPECT_EQ(p.mpa.peer_to_peer, PeerToPeer::kRequired);
+  EXPECT_EQ(p.mpa.refuse_with, Refusal::kReset);
+  EXPECT_EQ(p.mpa.rtr_offer, (RtrSet{.write = true, .read = true}));
+  EXPECT_EQ(p.mpa.rtr_preference, (std::vector{RtrType::kRead, RtrType::kWrite}));
+  EXPECT_EQ(p.mpa.rtr_from_reply, RtrFromReply::kPreference);
+  EXPECT_EQ(p.mpa.read_rtr_sink_stag, 0xabcdu);
+  EXPECT_EQ(p.mpa.read_rtr_source_stag, 0x1234u);
+  EXPECT_EQ(p.mpa.ird, 127);
+  EXPECT_EQ(p.mpa.ord, 255);
+  EXPECT_TRUE(p.mpa.ird_ord_sentinel);
+  EXPECT_TRUE(p.mpa.fallback_to_revision1);
+  EXPECT_EQ(p.mpa.private_data_limit, 512u);
+}
+
+TEST(ShippedPersonality, QedrAnswersEveryCommonRtrType) {
+  auto p = load_shipped("qedr");
+  EXPECT_EQ(p.mpa.rtr_offer, (RtrSet{.send = true, .write = true, .read = true}));
+  EXPECT_EQ(p.mpa.rtr_reply, RtrReply::kAllCommon);
+  EXPECT_EQ(p.mpa.no_common_rtr, NoCommonRtr::kOfferAll);
+  EXPECT_EQ(p.mpa.ird, 32);
+  EXPECT_EQ(p.mpa.ord, 32);
+}
+
+TEST(ShippedPersonality, ErdmaSpeaksRevision129AndRefusesCrcAndMarkers) {
+  auto p = load_shipped("erdma");
+  EXPECT_EQ(p.mpa.revision, 129);
+  EXPECT_EQ(p.mpa.crc, CrcMode::kRefuse);
+  EXPECT_FALSE(p.mpa.markers_supported);
+  EXPECT_EQ(p.mpa.peer_to_peer, PeerToPeer::kOff);
+  EXPECT_EQ(p.mpa.on_newer_revision, OnNewerRevision::kClose);
+  EXPECT_EQ(p.mpa.on_malformed_frame, OnMalformed::kClose);
+  EXPECT_TRUE(p.mpa.echo_reserved_bits);
+  EXPECT_EQ(p.mpa.private_data_limit, 256u);
 }
 
 TEST(ShippedPersonality, Rev1OnlyResetsOnNewerRevision) {
@@ -122,7 +191,7 @@ TEST(ShippedPersonality, EveryFileRoundTripsThroughToJson) {
   std::vector<std::string> problems;
   auto all = list_personalities({kShipped}, &problems);
   EXPECT_TRUE(problems.empty()) << problems.front();
-  ASSERT_EQ(all.size(), 5u);
+  ASSERT_EQ(all.size(), 11u);
   for (const auto& p : all) {
     auto again = parse_personality(to_json(p).dump(), "<round trip>");
     ASSERT_TRUE(again.has_value()) << again.error();
@@ -141,8 +210,10 @@ TEST(ListPersonalities, SortedByNameAndEarlierDirectoriesHideLaterOnes) {
   auto all = list_personalities({dir.path(), kShipped}, &problems);
   std::vector<std::string> names;
   for (const auto& p : all) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"cxgb4", "never-rtr", "rev1-only", "siw", "strict"}));
-  EXPECT_EQ(all[3].description, "mine");
+  EXPECT_EQ(names, (std::vector<std::string>{"cxgb4", "cxgb4-rev1", "cxgb4-write", "erdma",
+                                             "freebsd-cxgbe", "irdma", "never-rtr", "qedr",
+                                             "rev1-only", "siw", "strict"}));
+  EXPECT_EQ(all[9].description, "mine");
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("broken.json"), std::string::npos) << problems[0];
 }
@@ -168,8 +239,38 @@ TEST(FindPersonality, UnknownNameListsTheKnownOnes) {
   auto p = find_personality("chelsio", {kShipped});
   ASSERT_FALSE(p.has_value());
   EXPECT_NE(p.error().find("unknown personality \"chelsio\""), std::string::npos) << p.error();
-  EXPECT_NE(p.error().find("cxgb4, never-rtr, rev1-only, siw, strict"), std::string::npos)
+  EXPECT_NE(p.error().find("cxgb4, cxgb4-rev1, cxgb4-write, erdma, freebsd-cxgbe, irdma, "
+                           "never-rtr, qedr, rev1-only, siw, strict"),
+            std::string::npos)
       << p.error();
+}
+
+TEST(FindPersonality, ByTheNameInsideTheFileAsTheListShowsIt) {
+  // A probed peer saved under a file name of its own: `rdma-probe personalities` lists it
+  // by its "name", and --personality must find it by that name.
+  TempDir dir;
+  dir.write("peer.json", R"({"name":"probed-cxgb4","mpa":{"revision":1,"peer_to_peer":"off"}})");
+  auto listed = list_personalities({dir.path()});
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "probed-cxgb4");
+  auto p = find_personality("probed-cxgb4", {dir.path(), kShipped});
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->name, "probed-cxgb4");
+  EXPECT_EQ(p->source_path, (dir.path() / "peer.json").string());
+  // The file stem still works, and a file named like the name wins over a later directory.
+  EXPECT_TRUE(find_personality("peer", {dir.path()}).has_value());
+}
+
+TEST(FindPersonality, ANearMissSuggestsTheNearestName) {
+  auto typo = find_personality("cxbg4", {kShipped});
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_NE(typo.error().find("did you mean \"cxgb4\"?"), std::string::npos) << typo.error();
+  auto prefix = find_personality("irdm", {kShipped});
+  ASSERT_FALSE(prefix.has_value());
+  EXPECT_NE(prefix.error().find("did you mean \"irdma\"?"), std::string::npos) << prefix.error();
+  auto far = find_personality("mellanox", {kShipped});
+  ASSERT_FALSE(far.has_value());
+  EXPECT_EQ(far.error().find("did you mean"), std::string::npos) << far.error();
 }
 
 TEST(FindPersonality, MissingFileSaysSo) {
@@ -204,6 +305,97 @@ TEST(ParsePersonality, EveryMpaKeyIsOptionalAndDefaultsToMpaPolicy) {
   EXPECT_EQ(p->mpa, MpaPolicy{});
   EXPECT_TRUE(p->private_data.empty());
   EXPECT_TRUE(p->description.empty());
+}
+
+TEST(ParsePersonality, NullCountsAsAbsentSoAProbeReportLoads) {
+  // rdma-probe writes null for what it could not find out (responder_policy).
+  auto p = parse_personality(R"({"name": "probed", "description": null, "source": null,
+                                 "mpa": {"revision": 2, "crc": null, "rtr_accepted": null,
+                                         "ird": null, "strict_ird_ord": null},
+                                 "private_data": null})",
+                             "<test>");
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->mpa, MpaPolicy{});
+  EXPECT_TRUE(p->private_data.empty());
+}
+
+TEST(ParsePersonality, SourceNamesTheFileAndVersionReadFrom) {
+  auto p = parse_personality(
+      R"j({"name": "x", "source": {"file": "drivers/x/cm.c (f)", "version": "Linux v6.18.44"}})j",
+      "<test>");
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->source_file, "drivers/x/cm.c (f)");
+  EXPECT_EQ(p->source_version, "Linux v6.18.44");
+  auto j = to_json(*p);
+  EXPECT_EQ(j["source"]["file"], "drivers/x/cm.c (f)");
+  EXPECT_NE(parse_error(R"({"source": {"file": "a", "commit": "b"}})")
+                .find("unknown key \"source.commit\""),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"source": "drivers/x/cm.c"})").find("\"source\" must be an object"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"source": {"file": 3}})").find("\"source.file\" must be a string"),
+            std::string::npos);
+}
+
+TEST(ParsePersonality, EveryPolicyKeyOfIssue21ReadsItsValues) {
+  auto p = parse_personality(R"({"name": "every", "mpa": {
+      "peer_to_peer": "required", "rtr_offer": ["write", "read"],
+      "rtr_accepted": ["send", "read"], "rtr_preference": ["read", "send"],
+      "rtr_reply": "all-common", "no_common_rtr": "offer-all", "rtr_check": "any",
+      "rtr_from_reply": "preference", "read_rtr_sink_stag": 43981,
+      "read_rtr_source_stag": 4294967295, "refuse_zero_stag_read_rtr": true,
+      "on_newer_revision": "close", "refuse_with": "reset", "on_malformed_frame": "close",
+      "echo_reserved_bits": true, "extension_bits": 12, "ird_ord_sentinel": true}})",
+                             "<test>");
+  ASSERT_TRUE(p.has_value()) << p.error();
+  const MpaPolicy& m = p->mpa;
+  EXPECT_EQ(m.peer_to_peer, PeerToPeer::kRequired);
+  EXPECT_EQ(m.rtr_accepted, (RtrSet{.send = true, .read = true}));
+  EXPECT_EQ(accepted_rtrs(m), (RtrSet{.send = true, .read = true}));
+  EXPECT_EQ(m.rtr_reply, RtrReply::kAllCommon);
+  EXPECT_EQ(m.no_common_rtr, NoCommonRtr::kOfferAll);
+  EXPECT_EQ(m.rtr_check, RtrCheck::kAny);
+  EXPECT_EQ(m.rtr_from_reply, RtrFromReply::kPreference);
+  EXPECT_EQ(m.read_rtr_sink_stag, 0xabcdu);
+  EXPECT_EQ(m.read_rtr_source_stag, 0xffffffffu);
+  EXPECT_TRUE(m.refuse_zero_stag_read_rtr);
+  EXPECT_EQ(m.on_newer_revision, OnNewerRevision::kClose);
+  EXPECT_EQ(m.refuse_with, Refusal::kReset);
+  EXPECT_EQ(m.on_malformed_frame, OnMalformed::kClose);
+  EXPECT_TRUE(m.echo_reserved_bits);
+  EXPECT_EQ(m.extension_bits, 0x0c);
+  EXPECT_TRUE(m.ird_ord_sentinel);
+  auto again = parse_personality(to_json(*p).dump(), "<round trip>");
+  ASSERT_TRUE(again.has_value()) << again.error();
+  EXPECT_EQ(*again, *p);
+}
+
+TEST(PersonalityError, Issue21KeysRefuseWhatTheyCannotMean) {
+  EXPECT_NE(
+      parse_error(R"({"mpa":{"rtr_reply":"mine"}})").find("not one of chosen | own | all-common"),
+      std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"refuse_with":"rst"}})").find("not one of reject | reset"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"read_rtr_sink_stag":-1}})").find("out of range 0..4294967295"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"extension_bits":3}})").find("only the known vendor bits"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"extension_bits":16}})").find("out of range 0..15"),
+            std::string::npos);
+  // "own" names the responder's own type: exactly one in rtr_offer.
+  EXPECT_NE(parse_error(R"({"mpa":{"rtr_reply":"own","rtr_offer":["write","read"]}})")
+                .find("rtr_offer must hold exactly one"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"peer_to_peer":"required","revision":1}})")
+                .find("\"required\" needs MPA revision 2"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"revision":129,"peer_to_peer":"on"}})")
+                .find("revision 129 (erdma) has no peer-to-peer mode"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"revision":129,"peer_to_peer":"off"}})")
+                .find("on_newer_revision must be close or reset"),
+            std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"revision":7}})").find("129 (erdma's own)"), std::string::npos);
 }
 
 // --- every error path ----------------------------------------------------------------------
@@ -256,9 +448,9 @@ TEST(PersonalityError, OutOfRangeValues) {
   EXPECT_NE(ird.find("\"mpa.ird\" is 16384, out of range 0..16383"), std::string::npos) << ird;
   EXPECT_NE(ird.find("14 bits"), std::string::npos) << ird;
   EXPECT_NE(parse_error(R"({"mpa":{"ord":-1}})").find("out of range"), std::string::npos);
-  EXPECT_NE(
-      parse_error(R"({"mpa":{"revision":3}})").find("\"mpa.revision\" is 3, out of range 1..2"),
-      std::string::npos);
+  EXPECT_NE(parse_error(R"({"mpa":{"revision":3}})")
+                .find("\"mpa.revision\" is 3, not 1 (RFC 5044), 2 (RFC 6581) or 129"),
+            std::string::npos);
   EXPECT_NE(parse_error(R"({"mpa":{"private_data_limit":513}})").find("at most 512"),
             std::string::npos);
   EXPECT_NE(parse_error(R"({"mpa":{"rtr_timeout_ms":0}})").find("\"mpa.rtr_timeout_ms\" is 0"),

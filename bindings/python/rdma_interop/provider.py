@@ -67,6 +67,8 @@ __all__ = [
     "MemoryRegion",
     "MpaPolicy",
     "NegotiatedParams",
+    "NoCommonRtr",
+    "OnMalformed",
     "OnNewerRevision",
     "PeerToPeer",
     "PendingConnection",
@@ -74,7 +76,11 @@ __all__ = [
     "PostError",
     "Provider",
     "QpCaps",
+    "Refusal",
     "Rtr",
+    "RtrCheck",
+    "RtrFromReply",
+    "RtrReply",
     "WcOpcode",
     "WcStatus",
     "WorkCompletion",
@@ -193,19 +199,67 @@ class Crc(str, enum.Enum):
 
 
 class PeerToPeer(str, enum.Enum):
-    """RFC 6581 peer-to-peer mode: an initiator asks only in ON; a responder accepts in
-    ON and WHEN_ASKED and declines in OFF."""
+    """RFC 6581 peer-to-peer mode: an initiator asks in ON and REQUIRED; a responder accepts
+    in ON, WHEN_ASKED and REQUIRED and declines in OFF. REQUIRED (irdma) also refuses a
+    revision-2 Request or Reply without the peer-to-peer flag."""
 
     OFF = "off"
     WHEN_ASKED = "when-asked"
     ON = "on"
+    REQUIRED = "required"
 
 
 class OnNewerRevision(str, enum.Enum):
-    """What a revision-1 responder does with a revision-2 Request."""
+    """What a responder does with a Request of a revision it does not speak."""
 
     REPLY = "reply"  # RFC 5044 s7.1: answer with its own, lower revision
-    RESET = "reset"  # old firmware: abort the TCP connection
+    RESET = "reset"  # abort the TCP connection (old firmware, iw_cxgb4, irdma)
+    CLOSE = "close"  # close it without a Reply (siw above revision 2, erdma)
+
+
+class Refusal(str, enum.Enum):
+    """How a side refuses what its policy cannot take (``refuse_with``)."""
+
+    REJECT = "reject"  # MPA Reject, or the RFC 6581 Terminate codes 0x06/0x07
+    RESET = "reset"  # a TCP reset and nothing else (irdma)
+
+
+class OnMalformed(str, enum.Enum):
+    """What a side does with a frame that does not decode."""
+
+    RESET = "reset"
+    CLOSE = "close"
+
+
+class RtrReply(str, enum.Enum):
+    """What a responder's Reply names once it has picked an RTR type."""
+
+    CHOSEN = "chosen"  # RFC 6581 s3: the type it picked
+    OWN = "own"  # iw_cxgb4: its own single type, whatever it picked
+    ALL_COMMON = "all-common"  # qed: every type both offer
+
+
+class NoCommonRtr(str, enum.Enum):
+    """What a responder does when the Request offers no RTR type it takes."""
+
+    REFUSE = "refuse"  # RFC 6581 s3: MPA code 0x07
+    PROPOSE = "propose"  # siw: names its first preference anyway
+    OFFER_ALL = "offer-all"  # qed: names every type it takes
+    DECLINE = "decline"  # iw_cxgb4: answers without peer-to-peer
+
+
+class RtrCheck(str, enum.Enum):
+    """What a responder takes as the RTR."""
+
+    AGREED = "agreed"  # exactly the agreed type
+    ANY = "any"  # any zero-length Send, Write or Read Request (siw)
+
+
+class RtrFromReply(str, enum.Enum):
+    """How an initiator reads the RTR types a Reply names."""
+
+    EXACT = "exact"  # RFC 6581 s3: exactly one, of those it offered
+    PREFERENCE = "preference"  # the first of its own preference among several (irdma, siw)
 
 
 class Rtr(str, enum.Enum):
@@ -221,10 +275,30 @@ _P2P = {
     PeerToPeer.OFF: _core.PeerToPeer.OFF,
     PeerToPeer.WHEN_ASKED: _core.PeerToPeer.WHEN_ASKED,
     PeerToPeer.ON: _core.PeerToPeer.ON,
+    PeerToPeer.REQUIRED: _core.PeerToPeer.REQUIRED,
 }
 _NEWER = {
     OnNewerRevision.REPLY: _core.OnNewerRevision.REPLY_OWN_REVISION,
     OnNewerRevision.RESET: _core.OnNewerRevision.RESET,
+    OnNewerRevision.CLOSE: _core.OnNewerRevision.CLOSE,
+}
+_REFUSAL = {Refusal.REJECT: _core.Refusal.REJECT, Refusal.RESET: _core.Refusal.RESET}
+_MALFORMED = {OnMalformed.RESET: _core.OnMalformed.RESET, OnMalformed.CLOSE: _core.OnMalformed.CLOSE}
+_RTR_REPLY = {
+    RtrReply.CHOSEN: _core.RtrReply.CHOSEN,
+    RtrReply.OWN: _core.RtrReply.OWN,
+    RtrReply.ALL_COMMON: _core.RtrReply.ALL_COMMON,
+}
+_NO_COMMON = {
+    NoCommonRtr.REFUSE: _core.NoCommonRtr.REFUSE,
+    NoCommonRtr.PROPOSE: _core.NoCommonRtr.PROPOSE,
+    NoCommonRtr.OFFER_ALL: _core.NoCommonRtr.OFFER_ALL,
+    NoCommonRtr.DECLINE: _core.NoCommonRtr.DECLINE,
+}
+_RTR_CHECK = {RtrCheck.AGREED: _core.RtrCheck.AGREED, RtrCheck.ANY: _core.RtrCheck.ANY}
+_FROM_REPLY = {
+    RtrFromReply.EXACT: _core.RtrFromReply.EXACT,
+    RtrFromReply.PREFERENCE: _core.RtrFromReply.PREFERENCE,
 }
 _RTR = {Rtr.SEND: _core.RtrType.SEND, Rtr.WRITE: _core.RtrType.WRITE, Rtr.READ: _core.RtrType.READ}
 
@@ -233,6 +307,26 @@ _CRC_BACK = {int(v): k for k, v in _CRC.items()}
 _P2P_BACK = {int(v): k for k, v in _P2P.items()}
 _NEWER_BACK = {int(v): k for k, v in _NEWER.items()}
 _RTR_BACK = {int(v): k for k, v in _RTR.items()}
+_REFUSAL_BACK = {int(v): k for k, v in _REFUSAL.items()}
+_MALFORMED_BACK = {int(v): k for k, v in _MALFORMED.items()}
+_RTR_REPLY_BACK = {int(v): k for k, v in _RTR_REPLY.items()}
+_NO_COMMON_BACK = {int(v): k for k, v in _NO_COMMON.items()}
+_RTR_CHECK_BACK = {int(v): k for k, v in _RTR_CHECK.items()}
+_FROM_REPLY_BACK = {int(v): k for k, v in _FROM_REPLY.items()}
+
+
+def _rtr_set(rtrs: frozenset[Rtr]) -> Any:
+    core = _core.RtrSet()
+    core.send = Rtr.SEND in rtrs
+    core.write = Rtr.WRITE in rtrs
+    core.read = Rtr.READ in rtrs
+    return core
+
+
+def _rtrs(core: Any) -> frozenset[Rtr]:
+    return frozenset(
+        t for t, on in ((Rtr.SEND, core.send), (Rtr.WRITE, core.write), (Rtr.READ, core.read)) if on
+    )
 
 
 @dataclass(frozen=True)
@@ -240,9 +334,11 @@ class MpaPolicy:
     """What one side of an MPA connection offers, accepts and insists on.
 
     The fields and defaults are ``cm::MpaPolicy``'s and a personality file's ``"mpa"``
-    keys. ``rtr_offer``: the RTR types an initiator offers and a responder accepts;
-    ``rtr_preference``: a responder's order of choice. ``ird``/``ord`` are 14-bit RDMA
-    Read depths (RFC 6581 s3); ``strict_ird_ord`` fails an ORD above the peer's IRD.
+    keys (core/cm/mpa_policy.h says what each means and which kernel source it models).
+    ``rtr_offer``: the RTR types an initiator offers and a responder accepts unless
+    ``rtr_accepted`` says otherwise; ``rtr_preference``: the order of choice. ``ird``/``ord``
+    are 14-bit RDMA Read depths (RFC 6581 s3); ``strict_ird_ord`` fails an ORD above the
+    peer's IRD. ``revision`` is 1, 2 or 129 (erdma's own).
     """
 
     revision: int = 2
@@ -251,7 +347,16 @@ class MpaPolicy:
     markers_supported: bool = False
     peer_to_peer: PeerToPeer = PeerToPeer.WHEN_ASKED
     rtr_offer: frozenset[Rtr] = frozenset({Rtr.SEND, Rtr.WRITE, Rtr.READ})
+    rtr_accepted: frozenset[Rtr] | None = None
     rtr_preference: tuple[Rtr, ...] = ()
+    rtr_reply: RtrReply = RtrReply.CHOSEN
+    no_common_rtr: NoCommonRtr = NoCommonRtr.REFUSE
+    rtr_check: RtrCheck = RtrCheck.AGREED
+    rtr_from_reply: RtrFromReply = RtrFromReply.EXACT
+    rtr_in_revision1: bool = False
+    read_rtr_sink_stag: int = 0
+    read_rtr_source_stag: int = 0
+    refuse_zero_stag_read_rtr: bool = False
     ird: int = 16
     ord: int = 16
     strict_ird_ord: bool = False
@@ -259,6 +364,11 @@ class MpaPolicy:
     reject_reserved_bits: bool = False
     fallback_to_revision1: bool = False
     on_newer_revision: OnNewerRevision = OnNewerRevision.REPLY
+    refuse_with: Refusal = Refusal.REJECT
+    on_malformed_frame: OnMalformed = OnMalformed.RESET
+    echo_reserved_bits: bool = False
+    extension_bits: int = 0
+    ird_ord_sentinel: bool = False
     send_rtr: bool = True
     request_timeout_ms: int = 5000
     reply_timeout_ms: int = 10000
@@ -272,7 +382,15 @@ class MpaPolicy:
         object.__setattr__(self, "peer_to_peer", PeerToPeer(self.peer_to_peer))
         object.__setattr__(self, "on_newer_revision", OnNewerRevision(self.on_newer_revision))
         object.__setattr__(self, "rtr_offer", frozenset(Rtr(t) for t in self.rtr_offer))
+        if self.rtr_accepted is not None:
+            object.__setattr__(self, "rtr_accepted", frozenset(Rtr(t) for t in self.rtr_accepted))
         object.__setattr__(self, "rtr_preference", tuple(Rtr(t) for t in self.rtr_preference))
+        object.__setattr__(self, "rtr_reply", RtrReply(self.rtr_reply))
+        object.__setattr__(self, "no_common_rtr", NoCommonRtr(self.no_common_rtr))
+        object.__setattr__(self, "rtr_check", RtrCheck(self.rtr_check))
+        object.__setattr__(self, "rtr_from_reply", RtrFromReply(self.rtr_from_reply))
+        object.__setattr__(self, "refuse_with", Refusal(self.refuse_with))
+        object.__setattr__(self, "on_malformed_frame", OnMalformed(self.on_malformed_frame))
 
     @classmethod
     def from_personality(cls, name_or_path: str, dirs: Sequence[str] | None = None) -> MpaPolicy:
@@ -293,12 +411,17 @@ class MpaPolicy:
         core.markers_wanted = self.markers_wanted
         core.markers_supported = self.markers_supported
         core.peer_to_peer = _P2P[self.peer_to_peer]
-        offer = _core.RtrSet()
-        offer.send = Rtr.SEND in self.rtr_offer
-        offer.write = Rtr.WRITE in self.rtr_offer
-        offer.read = Rtr.READ in self.rtr_offer
-        core.rtr_offer = offer
+        core.rtr_offer = _rtr_set(self.rtr_offer)
+        core.rtr_accepted = None if self.rtr_accepted is None else _rtr_set(self.rtr_accepted)
         core.rtr_preference = [_RTR[t] for t in self.rtr_preference]
+        core.rtr_reply = _RTR_REPLY[self.rtr_reply]
+        core.no_common_rtr = _NO_COMMON[self.no_common_rtr]
+        core.rtr_check = _RTR_CHECK[self.rtr_check]
+        core.rtr_from_reply = _FROM_REPLY[self.rtr_from_reply]
+        core.rtr_in_revision1 = self.rtr_in_revision1
+        core.read_rtr_sink_stag = self.read_rtr_sink_stag
+        core.read_rtr_source_stag = self.read_rtr_source_stag
+        core.refuse_zero_stag_read_rtr = self.refuse_zero_stag_read_rtr
         core.ird = self.ird
         core.ord = self.ord
         core.strict_ird_ord = self.strict_ird_ord
@@ -306,6 +429,11 @@ class MpaPolicy:
         core.reject_reserved_bits = self.reject_reserved_bits
         core.fallback_to_revision1 = self.fallback_to_revision1
         core.on_newer_revision = _NEWER[self.on_newer_revision]
+        core.refuse_with = _REFUSAL[self.refuse_with]
+        core.on_malformed_frame = _MALFORMED[self.on_malformed_frame]
+        core.echo_reserved_bits = self.echo_reserved_bits
+        core.extension_bits = self.extension_bits
+        core.ird_ord_sentinel = self.ird_ord_sentinel
         core.send_rtr = self.send_rtr
         core.request_timeout_ms = self.request_timeout_ms
         core.reply_timeout_ms = self.reply_timeout_ms
@@ -315,17 +443,23 @@ class MpaPolicy:
 
     @classmethod
     def _from_core(cls, core: Any) -> MpaPolicy:
-        offer = core.rtr_offer
         return cls(
             revision=core.revision,
             crc=_CRC_BACK[int(core.crc)],
             markers_wanted=core.markers_wanted,
             markers_supported=core.markers_supported,
             peer_to_peer=_P2P_BACK[int(core.peer_to_peer)],
-            rtr_offer=frozenset(
-                t for t, on in ((Rtr.SEND, offer.send), (Rtr.WRITE, offer.write), (Rtr.READ, offer.read)) if on
-            ),
+            rtr_offer=_rtrs(core.rtr_offer),
+            rtr_accepted=None if core.rtr_accepted is None else _rtrs(core.rtr_accepted),
             rtr_preference=tuple(_RTR_BACK[int(t)] for t in core.rtr_preference),
+            rtr_reply=_RTR_REPLY_BACK[int(core.rtr_reply)],
+            no_common_rtr=_NO_COMMON_BACK[int(core.no_common_rtr)],
+            rtr_check=_RTR_CHECK_BACK[int(core.rtr_check)],
+            rtr_from_reply=_FROM_REPLY_BACK[int(core.rtr_from_reply)],
+            rtr_in_revision1=core.rtr_in_revision1,
+            read_rtr_sink_stag=core.read_rtr_sink_stag,
+            read_rtr_source_stag=core.read_rtr_source_stag,
+            refuse_zero_stag_read_rtr=core.refuse_zero_stag_read_rtr,
             ird=core.ird,
             ord=core.ord,
             strict_ird_ord=core.strict_ird_ord,
@@ -333,6 +467,11 @@ class MpaPolicy:
             reject_reserved_bits=core.reject_reserved_bits,
             fallback_to_revision1=core.fallback_to_revision1,
             on_newer_revision=_NEWER_BACK[int(core.on_newer_revision)],
+            refuse_with=_REFUSAL_BACK[int(core.refuse_with)],
+            on_malformed_frame=_MALFORMED_BACK[int(core.on_malformed_frame)],
+            echo_reserved_bits=core.echo_reserved_bits,
+            extension_bits=core.extension_bits,
+            ird_ord_sentinel=core.ird_ord_sentinel,
             send_rtr=core.send_rtr,
             request_timeout_ms=core.request_timeout_ms,
             reply_timeout_ms=core.reply_timeout_ms,
@@ -351,10 +490,14 @@ class Personality:
     mpa: MpaPolicy
     private_data: bytes = b""
     source_path: str = ""
+    #: What it was read from: the kernel source file (and functions), and the version.
+    source_file: str = ""
+    source_version: str = ""
 
     @classmethod
     def _from_core(cls, core: Any) -> Personality:
-        return cls(core.name, core.description, MpaPolicy._from_core(core.mpa), core.private_data, core.source_path)
+        return cls(core.name, core.description, MpaPolicy._from_core(core.mpa), core.private_data,
+                   core.source_path, core.source_file, core.source_version)
 
 
 def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
