@@ -30,7 +30,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The shipped personalities, in the matrix's order; other files in the directory follow.
-SHIPPED_ORDER = ["siw", "cxgb4", "rev1-only", "never-rtr", "strict"]
+SHIPPED_ORDER = ["siw", "cxgb4", "cxgb4-write", "cxgb4-rev1", "freebsd-cxgbe", "irdma", "qedr",
+                 "erdma", "rev1-only", "never-rtr", "strict"]
 TEST_PERSONALITY_DIR = Path(__file__).resolve().parent / "personalities"
 # The tests whose cases are matrix cells (parameters "initiator" and "responder").
 MATRIX_TESTS = ("test_initiator_meets_responder", "test_required_failure")

@@ -1,7 +1,7 @@
 """Failures the standards define that the shipped personalities never cause among themselves,
 provoked with the test-only peers in personalities/ and checked on both sides.
 
-Each is also a cell of the interop matrix (extra rows and columns next to the 5x5 grid).
+Each is also a cell of the interop matrix (extra rows and columns next to the grid of the shipped personalities).
 """
 
 from __future__ import annotations

@@ -142,3 +142,105 @@ def test_unknown_personality_keys_are_errors() -> None:
 def test_every_shipped_personality_loads() -> None:
     names = set(load_personalities(SHIPPED))
     assert {"siw", "cxgb4", "rev1-only", "never-rtr", "strict"} <= names
+
+
+# ---- the live stacks' departures (issue 21; tools/personalities/README.md cites each) ---------
+
+
+def shipped(name: str) -> Personality:
+    return load_personalities(SHIPPED)[name]
+
+
+def test_every_issue_21_personality_loads() -> None:
+    names = set(load_personalities(SHIPPED))
+    assert {"irdma", "qedr", "erdma", "cxgb4-write", "cxgb4-rev1", "freebsd-cxgbe"} <= names
+
+
+def test_a_responder_that_requires_peer_to_peer_resets_a_request_without_it() -> None:
+    e = expect(peer("plain", peer_to_peer="when-asked"),
+               peer("irdma-like", peer_to_peer="required", rtr_offer=["read"], refuse_with="reset"))
+    assert (e.failure, e.decided_by) == ("peer_to_peer_required", "responder")
+    assert e.initiator_failures == {"connection_reset"}  # no Reject: a reset
+    rejected = expect(peer("plain"), peer("polite", peer_to_peer="required", rtr_offer=["read"]))
+    assert "peer_rejected" in rejected.initiator_failures
+
+
+def test_a_reset_refusal_sends_a_falling_back_initiator_into_revision_1() -> None:
+    e = expect(peer("cx", fallback_to_revision1=True),
+               peer("irdma-like", peer_to_peer="required", rtr_offer=["read"], refuse_with="reset"))
+    assert e.ok and e.fell_back_to_revision1 and e.initiator_view["revision"] == 1
+
+
+def test_a_reply_naming_the_responders_own_type_fails_an_initiator_that_offered_another() -> None:
+    # iw_cxgb4 send_mpa_reply: the Reply names its p2p_type, not the type it picked.
+    e = expect(shipped("cxgb4-write"), shipped("cxgb4"))
+    assert (e.failure, e.decided_by, e.terminate_code) == ("no_matching_rtr", "initiator", 7)
+    # ...and an initiator that obeys it sends the type the responder did not set itself up for.
+    m = expect(shipped("irdma"), shipped("cxgb4"))
+    assert (m.failure, m.decided_by, m.terminate_code) == ("rtr_mismatch", "responder", 7)
+    assert "no_matching_rtr" in m.initiator_failures
+    assert expect(shipped("cxgb4"), shipped("cxgb4")).initiator_view["rtr"] == "read"
+
+
+def test_a_multi_type_reply_is_read_by_preference_or_refused_as_rfc_6581_says() -> None:
+    # qed_iwarp_mpa_received names every common type.
+    assert expect(shipped("irdma"), shipped("qedr")).initiator_view["rtr"] == "read"
+    e = expect(peer("exact", **P2P_ALL), shipped("qedr"))
+    assert (e.failure, e.decided_by, e.terminate_code) == ("no_matching_rtr", "initiator", 7)
+
+
+def test_siw_proposes_write_to_a_send_only_offer_and_the_initiator_refuses_it() -> None:
+    e = expect(peer("send-only", peer_to_peer="on", rtr_offer=["send"]), shipped("siw"))
+    assert (e.failure, e.decided_by) == ("no_matching_rtr", "initiator")
+    assert e.responder_failures == {"no_matching_rtr", "terminate_received"}
+
+
+def test_a_responder_that_takes_any_rtr_reports_the_one_that_came() -> None:
+    e = expect(peer("reader", peer_to_peer="on", rtr_offer=["read"], rtr_from_reply="preference"),
+               peer("any", peer_to_peer="when-asked", rtr_offer=["write", "read"],
+                    rtr_reply="all-common", rtr_check="any", rtr_preference=["write"]))
+    assert e.ok and e.responder_view["rtr"] == "read"
+
+
+def test_cxgb4_keeps_its_rtr_in_revision_1() -> None:
+    # process_mpa_reply/process_mpa_request: revision 1 with peer2peer uses p2p_type.
+    served = expect(shipped("cxgb4"), shipped("rev1-only"))
+    assert served.ok and served.fell_back_to_revision1
+    assert (served.initiator_view["peer_to_peer"], served.initiator_view["rtr"]) == (True, "read")
+    assert (served.responder_view["peer_to_peer"], served.responder_view["rtr"]) == (False, None)
+    waits = expect(shipped("rev1-only"), shipped("cxgb4-rev1"))
+    assert (waits.failure, waits.decided_by, waits.terminate_code) == ("rtr_mismatch", "responder", 7)
+    assert expect(shipped("cxgb4-rev1"), shipped("freebsd-cxgbe")).ok
+
+
+def test_erdma_meets_only_erdma() -> None:
+    both = expect(shipped("erdma"), shipped("erdma"))
+    assert both.ok and both.initiator_view["revision"] == 129
+    assert not both.initiator_view["enhanced"] and not both.initiator_view["crc"]
+    closed = expect(shipped("siw"), shipped("erdma"))
+    assert (closed.failure, closed.decided_by) == ("revision_unsupported", "responder")
+    assert closed.initiator_failures == {"connection_closed", "revision_unsupported"}
+    reset = expect(shipped("erdma"), shipped("cxgb4"))
+    assert reset.initiator_failures == {"connection_reset", "revision_unsupported"}
+    answered = expect(shipped("erdma"), shipped("strict"))
+    assert answered.initiator_failures == {"connection_closed", "revision_unsupported"}
+
+
+def test_irdmas_sentinel_means_no_ird_ord_negotiation() -> None:
+    probe = peer("probe", ird=0x3FFF, ord=1, peer_to_peer="on", rtr_offer=["read"])
+    e = expect(probe, shipped("irdma"))
+    assert (e.initiator_view["peer_ird"], e.initiator_view["peer_ord"]) == (0x3FFF, 0x3FFF)
+    assert e.responder_view["ord"] == 255  # not lowered
+
+
+def test_a_zero_stag_read_rtr_meets_a_refuser() -> None:
+    e = expect(peer("reader", peer_to_peer="on", rtr_offer=["read"]),
+               peer("hw", peer_to_peer="on", rtr_offer=["read"], refuse_zero_stag_read_rtr=True))
+    assert (e.failure, e.decided_by) == ("rtr_refused", "responder")
+    assert expect(peer("siw-like", peer_to_peer="on", rtr_offer=["read"], read_rtr_source_stag=1),
+                  peer("hw", peer_to_peer="on", rtr_offer=["read"],
+                       refuse_zero_stag_read_rtr=True)).ok
+
+
+def test_null_keys_are_the_default_as_in_a_probe_report() -> None:
+    assert Policy.from_json({"crc": None, "ird": None, "rtr_accepted": None}, "<probe>") == Policy()
