@@ -1,10 +1,12 @@
-"""`rdma-probe URI`: probing a peer recovers what it speaks.
+"""`rdma-probe URI`: probing a peer recovers what it speaks, and names the stack it behaves like.
 
 Each shipped personality is served by `rdma-probe serve` on loopback and probed; the
-report's responder_policy must name exactly the settings the personality file declares, for
-every setting a responder shows from outside. A made-up personality with unusual values
-shows the probe measures rather than recognises. Non-iWARP servers, closed ports and
-bad input get their own exit codes and plain words.
+report's responder_policy must name the settings the personality file declares, for every
+setting a responder shows from outside, must load as a personality file as it is, and the
+fingerprint must recognise the personality as itself. A made-up personality with unusual
+values shows the probe measures rather than recognises, and one nobody described is an
+unknown stack with its closest match. Non-iWARP servers, closed ports and bad input get their
+own exit codes and plain words.
 """
 
 from __future__ import annotations
@@ -21,36 +23,57 @@ import pytest
 
 from probe_support import SHIPPED_PERSONALITIES
 
-SHIPPED = ["siw", "cxgb4", "rev1-only", "strict", "never-rtr"]
-# The RTR probe withholds the RTR this long; short keeps the test quick.
-PROBE_ARGS = ["--json", "--rtr-wait", "300", "--timeout", "3", "--quiet"]
+SHIPPED = ["siw", "cxgb4", "cxgb4-write", "cxgb4-rev1", "freebsd-cxgbe", "irdma", "qedr", "erdma",
+           "rev1-only", "strict", "never-rtr"]
+# cxgb4-rev1 and freebsd-cxgbe speak the same MPA: IRD/ORD 32 against 8, which revision 1 does
+# not exchange (tools/personalities/README.md), so the probe can only say "either".
+INDISTINGUISHABLE = {"cxgb4-rev1": ["cxgb4-rev1", "freebsd-cxgbe"],
+                     "freebsd-cxgbe": ["cxgb4-rev1", "freebsd-cxgbe"]}
+# The RTR probe withholds the RTR this long; short keeps the test quick. The fingerprint
+# compares with the source tree's personalities (an installed older set must not shadow them).
+PROBE_ARGS = ["--json", "--rtr-wait", "300", "--timeout", "3", "--quiet",
+              "--personality-dir", str(SHIPPED_PERSONALITIES)]
 RTR_FALLBACK_ORDER = ["read", "write", "send"]  # mpa_policy.h: after the listed preference
+SCHEMA = "rdma-interop/probe/2"
 
 
 def expected_responder_policy(personality: dict[str, Any]) -> dict[str, Any]:
-    """What a responder with this personality shows from outside, in the report's terms."""
+    """What a responder with this personality shows from outside, in personality-file terms
+    (the keys the probe can see; mpa_policy.h says what each means)."""
     mpa = personality["mpa"]
-    rev2 = mpa["revision"] == 2
+    revision = mpa["revision"]
+    rev2 = revision == 2
     p2p = rev2 and mpa["peer_to_peer"] != "off"
-    accepted = [t for t in ("send", "write", "read") if t in mpa["rtr_offer"]] if p2p else []
-    preference = [t for t in mpa["rtr_preference"] if t in accepted]
-    preference += [t for t in RTR_FALLBACK_ORDER if t in accepted and t not in preference]
-    return {
-        "revision": mpa["revision"],
-        "on_newer_revision": None if rev2 else mpa["on_newer_revision"],
-        "private_data": personality.get("private_data", ""),
-        "peer_to_peer": ("accepted" if p2p else "declined") if rev2 else None,
-        "rtr_accepted": accepted if rev2 else None,
-        "rtr_preference": preference if rev2 else None,
-        "ird": mpa["ird"] if rev2 else None,
-        "ord": mpa["ord"] if rev2 else None,
-        "strict_ird_ord": mpa["strict_ird_ord"] if rev2 and mpa["ird"] < 0x3FFF else None,
+    accepted = mpa.get("rtr_accepted") or mpa["rtr_offer"]
+    accepted = [t for t in ("send", "write", "read") if t in accepted] if p2p else []
+    expected: dict[str, Any] = {
+        "revision": revision,
+        "on_newer_revision": mpa["on_newer_revision"],
         "crc": mpa["crc"],
         "markers_wanted": mpa["markers_wanted"],
         "markers_supported": mpa["markers_supported"],
+        # A responder cannot tell "on" from "when-asked": both take peer-to-peer when asked.
+        "peer_to_peer": ({"on": "when-asked"}.get(mpa["peer_to_peer"], mpa["peer_to_peer"])
+                         if rev2 else None),
+        "rtr_accepted": accepted if p2p else None,
+        # revision 1 and erdma's 129 answer with IRD/ORD nobody exchanges
+        "ird": mpa["ird"] if rev2 else None,
+        "ord": mpa["ord"] if rev2 else None,
+        "strict_ird_ord": mpa["strict_ird_ord"] if rev2 and mpa["ird"] < 0x3FFE else None,
+        "ird_ord_sentinel": mpa.get("ird_ord_sentinel", False) if rev2 else None,
         "private_data_limit": mpa["private_data_limit"],
         "reject_reserved_bits": mpa["reject_reserved_bits"],
+        "echo_reserved_bits": mpa.get("echo_reserved_bits", False),
+        "rtr_in_revision1": mpa.get("rtr_in_revision1", False) if revision in (1, 2) else None,
     }
+    reply = mpa.get("rtr_reply", "chosen")
+    if p2p and reply == "chosen":
+        preference = [t for t in mpa["rtr_preference"] if t in accepted]
+        preference += [t for t in RTR_FALLBACK_ORDER if t in accepted and t not in preference]
+        expected["rtr_preference"] = preference
+    if p2p:
+        expected["rtr_reply"] = reply
+    return expected
 
 
 def capability(report: dict[str, Any], cid: str) -> dict[str, Any]:
@@ -67,22 +90,81 @@ def probe_json(rdma_probe, uri: str, *extra: str) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_probe_recovers_each_shipped_personality(rdma_probe, serve, name):
+def test_probe_recovers_each_shipped_personality_and_names_it(rdma_probe, serve, name):
     declared = json.loads((SHIPPED_PERSONALITIES / f"{name}.json").read_text())
     server = serve(SHIPPED_PERSONALITIES / f"{name}.json")
     status, report = probe_json(rdma_probe, server.uri)
 
     assert status == 0, report
-    assert report["schema"] == "rdma-interop/probe/1"
+    assert report["schema"] == SCHEMA
     assert report["outcome"] == "probed"
-    assert report["responder_policy"] == expected_responder_policy(declared)
-    # Bounded: the budget is 48 and a well-behaved peer takes about 25.
+    found = report["responder_policy"]
+    assert found["private_data"] == declared["private_data"]
+    for key, value in expected_responder_policy(declared).items():
+        assert found["mpa"][key] == value, (key, found["mpa"])
+    # Bounded: the budget is 48 and a well-behaved peer takes about 30.
     assert 8 <= report["connections"] <= 48
     for c in report["capabilities"]:
         assert c["verdict"] in {"ok", "note", "warn", "fail", "n/a", "not_tested"}, c
-        assert c["verdict"] != "fail", c  # every shipped personality follows the RFCs it claims
         if c["verdict"] not in {"n/a", "not_tested"}:
             assert c["evidence"], c
+    # Recognised as itself, with nothing that differs.
+    fp = report["fingerprint"]
+    assert fp["behaves_like"] == INDISTINGUISHABLE.get(name, [name]), fp["summary"]
+    assert fp["verdict"] == ("ambiguous" if name in INDISTINGUISHABLE else "known")
+    best = fp["matches"][0]
+    assert best["name"] in fp["behaves_like"] and best["score"] == 1.0, best
+    assert best["differs"] == [] and best["settings_differ"] == [], best
+    # ...and the others are told apart by at least one trait each.
+    for m in fp["matches"]:
+        if m["name"] not in fp["behaves_like"]:
+            assert m["differs"] and m["score"] < 1.0, m
+
+
+@pytest.mark.parametrize("name", ["siw", "cxgb4", "irdma", "qedr", "erdma", "cxgb4-rev1"])
+def test_a_probed_peer_saved_as_a_personality_replays_as_itself(rdma_probe, serve, tmp_path, name):
+    first = serve(SHIPPED_PERSONALITIES / f"{name}.json")
+    status, report = probe_json(rdma_probe, first.uri)
+    assert status == 0, report
+    saved = tmp_path / "saved.json"
+    saved.write_text(json.dumps(report["responder_policy"]))
+    # It loads as a personality file as it is, listed and found under the name inside it.
+    listed = rdma_probe("personalities", "--json", "--personality-dir", str(tmp_path))
+    assert listed.returncode == 0, listed.stderr
+    mine = [p for p in listed.json() if p["source_path"] == str(saved)]
+    assert len(mine) == 1 and mine[0]["name"] == report["responder_policy"]["name"], mine
+    replay = serve(report["responder_policy"]["name"], "--personality-dir", str(tmp_path))
+    status, again = probe_json(rdma_probe, replay.uri)
+    assert status == 0, again
+    assert again["traits"] == report["traits"]
+    assert again["fingerprint"]["behaves_like"] == report["fingerprint"]["behaves_like"]
+
+
+def test_a_stack_nobody_described_is_unknown_with_its_closest_match(rdma_probe, serve, tmp_path):
+    # siw as shipped, but asking for markers and able to send them: no known stack does both.
+    siw = json.loads((SHIPPED_PERSONALITIES / "siw.json").read_text())
+    siw["name"] = "siw-with-markers"
+    siw["mpa"].update(markers_wanted=True, markers_supported=True, rtr_timeout_ms=400)
+    path = tmp_path / "siw-with-markers.json"
+    path.write_text(json.dumps(siw))
+    server = serve(path)
+    status, report = probe_json(rdma_probe, server.uri)
+    assert status == 0, report
+    fp = report["fingerprint"]
+    assert fp["verdict"] == "unknown" and fp["behaves_like"] == [], fp
+    assert fp["closest"] == "siw"
+    assert fp["summary"].startswith("unknown stack, closest: siw ("), fp["summary"]
+    best = fp["matches"][0]
+    assert best["name"] == "siw" and best["score"] < 1.0
+    assert [(d["trait"], d["peer"], d["personality"]) for d in best["differs"]] == [
+        ("markers_wanted", True, False), ("markers_supported", True, False)]
+    # The table ends with the same verdict.
+    table = rdma_probe("--rtr-wait", "300", "--timeout", "3", "--quiet", "--personality-dir",
+                       str(SHIPPED_PERSONALITIES), server.uri, timeout=120)
+    assert table.returncode == 0, table.stderr
+    stack = table.stdout[table.stdout.index("\nSTACK\n"):]
+    assert "unknown stack, closest: siw" in stack
+    assert "markers_wanted true (false)" in stack
 
 
 @pytest.mark.parametrize("name", ["siw", "strict"])
@@ -126,16 +208,17 @@ def test_probe_recovers_a_made_up_personality(rdma_probe, serve, tmp_path):
     server = serve(path)
     status, report = probe_json(rdma_probe, server.uri)
     assert status == 0, report
-    policy = report["responder_policy"]
+    policy = report["responder_policy"]["mpa"]
     assert policy["crc"] == "refuse"
-    assert policy["peer_to_peer"] == "declined"
-    assert policy["rtr_accepted"] == [] and policy["rtr_preference"] == []
+    assert policy["peer_to_peer"] == "off"
+    assert policy["rtr_offer"] == [] and policy["rtr_preference"] == []
     assert (policy["ird"], policy["ord"], policy["strict_ird_ord"]) == (5, 3, True)
     assert policy["private_data_limit"] == 100
     assert policy["reject_reserved_bits"] is False
-    assert policy["private_data"] == "odd one"
+    assert report["responder_policy"]["private_data"] == "odd one"
     assert capability(report, "crc")["verdict"] == "note"
     assert capability(report, "rtr_wait")["verdict"] == "n/a"
+    assert report["fingerprint"]["verdict"] == "unknown"
 
 
 def test_rtr_wait_sees_the_responder_give_up(rdma_probe, serve, personality):
@@ -160,8 +243,12 @@ def test_table_is_readable_with_a_verdict_column(rdma_probe, serve):
     assert rows["CRC32c"][verdict_column:].strip() == "ok"
     assert "required" in rows["CRC32c"]
     assert "read" in rows["RTR types accepted"]
-    # The reasons for verdicts other than ok follow the table.
-    assert "WHY" in lines and any("Reserved Request bits" in line for line in lines[lines.index("WHY"):])
+    # The reasons for verdicts other than ok follow the table: cxgb4 names its own RTR type
+    # whatever is offered (send_mpa_reply).
+    assert "WHY" in lines and any("RTR picked when offered all (warn)" in line
+                                  for line in lines[lines.index("WHY"):])
+    # And the table ends with the stack it behaves like.
+    assert "STACK" in lines[lines.index("WHY"):]
 
 
 def test_budget_bounds_the_connections(rdma_probe, serve):
@@ -238,7 +325,8 @@ def test_a_silent_server_is_not_an_iwarp_peer_and_the_probe_is_bounded(rdma_prob
         report = run.json()
         assert report["outcome"] == "not_iwarp"
         assert "no MPA Reply" in report["detail"]
-        assert report["connections"] == 2  # revision 2, then revision 1
+        # revision 2, with peer-to-peer (irdma), revision 1, erdma's 129
+        assert report["connections"] == 4
         assert run.seconds < 3
     finally:
         stop.set()
@@ -275,8 +363,8 @@ def test_bad_probe_arguments_exit_2(rdma_probe, args, message):
 def test_probe_help_documents_the_schema_and_exit_codes(rdma_probe):
     run = rdma_probe("probe", "--help")
     assert run.returncode == 0
-    for text in ("rdma-interop/probe/1", "responder_policy", "EXIT CODES", "not an iWARP peer",
-                 "--max-connections", "never floods"):
+    for text in ("rdma-interop/probe/2", "responder_policy", "EXIT CODES", "not an iWARP peer",
+                 "--max-connections", "never floods", "STACK", "fingerprint", "--personality-dir"):
         assert text in run.stdout, text
     top = rdma_probe("--help")
     assert "rdma-probe [--json] [--timeout S] tcp://HOST:PORT" in top.stdout

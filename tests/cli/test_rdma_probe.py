@@ -41,10 +41,14 @@ def connect(rdma_probe, server, personality: Path | str, timeout: float = 5.0):
     return run, report, event
 
 
-def assert_sides_agree(initiator: dict[str, Any], responder: dict[str, Any]) -> None:
-    """What both views of one connection must share (RFC 5044 s7.1, RFC 6581 s3)."""
+def assert_sides_agree(initiator: dict[str, Any], responder: dict[str, Any],
+                       rtr_in_revision1: bool = False) -> None:
+    """What both views of one connection must share (RFC 5044 s7.1, RFC 6581 s3). An
+    initiator that sends an RTR in revision 1 (iw_cxgb4) knows of it alone."""
     assert set(initiator) == NEGOTIATED_KEYS and set(responder) == NEGOTIATED_KEYS
-    for key in ("revision", "crc", "enhanced", "peer_to_peer", "rtr"):
+    shared = ("revision", "crc", "enhanced") if rtr_in_revision1 else (
+        "revision", "crc", "enhanced", "peer_to_peer", "rtr")
+    for key in shared:
         assert initiator[key] == responder[key], key
     assert initiator["markers_to_peer"] == responder["markers_from_peer"]
     assert initiator["markers_from_peer"] == responder["markers_to_peer"]
@@ -54,7 +58,8 @@ def assert_sides_agree(initiator: dict[str, Any], responder: dict[str, Any]) -> 
         assert responder["ord"] <= initiator["ird"]
 
 
-def assert_exchange_ok(run, report: dict[str, Any], event: dict[str, Any]) -> None:
+def assert_exchange_ok(run, report: dict[str, Any], event: dict[str, Any],
+                       rtr_in_revision1: bool = False) -> None:
     assert run.returncode == 0, (report, run.stderr)
     assert report["ok"] is True and report["error"] is None, report["error"]
     assert report["exchange"]["ok"] is True
@@ -63,7 +68,7 @@ def assert_exchange_ok(run, report: dict[str, Any], event: dict[str, Any]) -> No
     assert event["ok"] is True and event["error"] is None, event["error"]
     assert event["exchange"]["ok"] is True
     assert event["exchange"]["bytes_verified"] == ALL_PATTERNS
-    assert_sides_agree(report["negotiated"], event["negotiated"])
+    assert_sides_agree(report["negotiated"], event["negotiated"], rtr_in_revision1)
     # Each side learned the other's view from the exchange's messages.
     assert report["responder_view"] == event["negotiated"]
     assert event["initiator_view"] == report["negotiated"]
@@ -108,10 +113,13 @@ def test_cxgb4_initiator_falls_back_to_revision1_when_the_responder_resets(rdma_
     # revision-1 retry it served.
     assert reset["ok"] is False and reset["error"]["failure"] == "revision_unsupported", reset
     event = server.next_event(timeout=10)
-    assert_exchange_ok(run, report, event)
+    assert_exchange_ok(run, report, event, rtr_in_revision1=True)
     assert report["fell_back_to_revision1"] is True
     assert report["negotiated"]["revision"] == 1
-    assert report["negotiated"]["peer_to_peer"] is False
+    # In revision 1 cxgb4 still sends its Read RTR (process_mpa_reply: revision 1 with
+    # peer2peer); to the RFC 5044 responder it is a zero-length RDMA Read it serves.
+    assert (report["negotiated"]["peer_to_peer"], report["negotiated"]["rtr"]) == (True, "read")
+    assert (event["negotiated"]["peer_to_peer"], event["negotiated"]["rtr"]) == (False, None)
 
 
 def test_siw_initiator_fails_rather_than_falls_back_against_revision1(rdma_probe, serve, personality):
@@ -332,6 +340,52 @@ def test_personalities_lists_name_and_description(rdma_probe):
     entries = {p["name"]: p for p in json.loads(as_json.stdout)}
     assert entries["cxgb4"]["mpa"]["rtr_offer"] == ["read"]
     assert entries["siw"]["source_path"] == str(SHIPPED_PERSONALITIES / "siw.json")
+
+
+LIVE_STACKS = {
+    "irdma": "drivers/infiniband/hw/irdma/cm.c", "qedr": "drivers/net/ethernet/qlogic/qed/qed_iwarp.c",
+    "erdma": "drivers/infiniband/hw/erdma/erdma_cm.h", "cxgb4": "drivers/infiniband/hw/cxgb4/cm.c",
+    "cxgb4-write": "drivers/infiniband/hw/cxgb4/cm.c", "cxgb4-rev1": "drivers/infiniband/hw/cxgb4/cm.c",
+    "freebsd-cxgbe": "sys/dev/cxgbe/iw_cxgbe/cm.c", "siw": "drivers/infiniband/sw/siw/siw_cm.c",
+}
+
+
+def test_personalities_list_the_source_each_was_read_from(rdma_probe):
+    run = rdma_probe("personalities", "--personality-dir", str(SHIPPED_PERSONALITIES))
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    for name, source in LIVE_STACKS.items():
+        start = next(i for i, line in enumerate(lines) if line.startswith(name + " "))
+        block = " ".join(lines[start:start + 40])
+        block = block[:block.index("(/")]  # up to its file
+        assert "read from: " + source in block, (name, block)
+    entries = {p["name"]: p for p in rdma_probe("personalities", "--json", "--personality-dir",
+                                                str(SHIPPED_PERSONALITIES)).json()}
+    for name, source in LIVE_STACKS.items():
+        assert entries[name]["source"]["file"].startswith(source), entries[name]["source"]
+        version = entries[name]["source"]["version"]
+        assert ("Linux v6.18.44" in version and "mirror" in version) or "FreeBSD" in version, version
+
+
+def test_personality_is_found_by_the_name_the_list_prints(rdma_probe, serve, tmp_path):
+    # A probed peer saved under a file name of its own names itself inside the file.
+    saved = json.loads((SHIPPED_PERSONALITIES / "cxgb4.json").read_text())
+    saved["name"] = "probed-cxgb4"
+    (tmp_path / "peer.json").write_text(json.dumps(saved))
+    listed = rdma_probe("personalities", "--personality-dir", str(tmp_path))
+    assert any(line.startswith("probed-cxgb4 ") for line in listed.stdout.splitlines()), listed.stdout
+    server = serve("probed-cxgb4", "--personality-dir", str(tmp_path))
+    assert server.listening["personality"] == "probed-cxgb4"
+
+
+def test_a_near_miss_of_a_personality_name_suggests_the_nearest(rdma_probe):
+    for typo, meant in (("cxbg4", "cxgb4"), ("irdm", "irdma"), ("qedr2", "qedr"), ("freebsd", "freebsd-cxgbe")):
+        run = rdma_probe("connect", "tcp://127.0.0.1:1", "--personality", typo,
+                         "--personality-dir", str(SHIPPED_PERSONALITIES))
+        assert run.returncode == 2, run.stderr
+        assert f'unknown personality "{typo}"; did you mean "{meant}"?' in run.stderr, run.stderr
+    far = rdma_probe("connect", "tcp://127.0.0.1:1", "--personality", "mellanox")
+    assert far.returncode == 2 and "did you mean" not in far.stderr, far.stderr
 
 
 @pytest.mark.parametrize("command", ["serve", "connect", "personalities"])

@@ -49,11 +49,12 @@ from guest import GUEST_SIW_ADDRESS, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob, b
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
 GUEST_PORT = 7004
+SHIPPED_PERSONALITIES = Path(__file__).resolve().parents[2] / "tools" / "personalities"
 TIMEOUT_S = 3
 RTR_WAIT_MS = 500
 #: The probe makes at most 48 connections of --timeout each; past this it is hung.
 PROBE_LIMIT_S = 150.0
-SCHEMA = "rdma-interop/probe/1"
+SCHEMA = "rdma-interop/probe/2"
 
 #: What the kernel BUG during the probe means (tests/kernel/test_siw_rping.py has the
 #: same crash from rping's own client).
@@ -106,7 +107,7 @@ class ProbeRun:
     def policy(self) -> Mapping[str, Any]:
         self.rows()
         assert self.report is not None
-        return self.report["responder_policy"]
+        return self.report["responder_policy"]["mpa"]
 
 
 def host_probe() -> Path:
@@ -129,8 +130,11 @@ def run_probe(guest: Guest) -> ProbeRun:
     job = guest.spawn(f"exec rping -s -P -a {GUEST_SIW_ADDRESS} -p {GUEST_PORT}")
     wait_listening(guest, job)
     mark = guest.console_mark()
+    # The fingerprint compares with the source tree's personalities (an installed, older set
+    # would otherwise come first).
     command = [str(host_probe()), "--json", "--timeout", str(TIMEOUT_S), "--rtr-wait",
                str(RTR_WAIT_MS), "--first-fpdu-delay", str(SIW_FIRST_FPDU_DELAY_MS),
+               "--personality-dir", str(SHIPPED_PERSONALITIES),
                f"tcp://127.0.0.1:{guest.host_port(GUEST_PORT)}"]
     started = time.monotonic()
     try:
@@ -221,14 +225,15 @@ def test_siw_answers_revision_2_and_revision_1(siw_probe: ProbeRun) -> None:
     assert rows["iwarp"]["verdict"] == "ok", rows["iwarp"]
     # rping accepts with no private data of its own; siw frees the Request's.
     assert rows["iwarp"]["data"]["private_data"] == "", rows["iwarp"]
-    assert rows["mpa_revisions"]["data"] == {"revision2": True, "revision1": True}
+    assert rows["mpa_revisions"]["data"] == {"revision2": True, "revision1": True,
+                                             "revision129": False}
     assert rows["revision2_to_revision1"]["verdict"] == "n/a", rows["revision2_to_revision1"]
     assert siw_probe.policy["revision"] == 2
 
 
 def test_siw_accepts_peer_to_peer_with_a_write_or_read_rtr(siw_probe: ProbeRun) -> None:
     rows = siw_probe.rows()
-    assert rows["peer_to_peer"]["data"] == {"accepted": True}, rows["peer_to_peer"]
+    assert rows["peer_to_peer"]["data"] == {"accepted": True, "required": False}, rows["peer_to_peer"]
     # Write and Read alone are accepted. A Send-only offer is answered with a Write RTR, not
     # offered (siw_proc_mpareq: "Sends would require pre-posting a Receive"): RFC 6581 s3 has
     # the responder pick from the offer, so the row fails with that finding.
@@ -236,7 +241,8 @@ def test_siw_accepts_peer_to_peer_with_a_write_or_read_rtr(siw_probe: ProbeRun) 
                                          "outside_offer": ["send answered with write"]}
     assert rows["rtr_types"]["verdict"] == "fail", rows["rtr_types"]
     # "Writes are preferred" (siw_proc_mpareq).
-    assert rows["rtr_choice"]["data"] == {"picked": "write", "preference": ["write", "read"]}
+    assert rows["rtr_choice"]["data"] == {"picked": "write", "preference": ["write", "read"],
+                                          "reply": "chosen"}
 
 
 def test_siw_sends_nothing_before_the_rtr(siw_probe: ProbeRun) -> None:
@@ -250,9 +256,11 @@ def test_siw_sends_nothing_before_the_rtr(siw_probe: ProbeRun) -> None:
 def test_siw_grants_ird_and_ord_from_the_offer(siw_probe: ProbeRun) -> None:
     rows = siw_probe.rows()
     # siw's IRD = min(our ORD, SIW_MAX_IRD_QP), its ORD = min(our IRD, SIW_MAX_ORD_QP): to
-    # IRD 16383, ORD 16383 it answers 128/128, to the plain ORD 1 an IRD of 1.
-    assert rows["ird_ord"]["data"] == {"ird": 128, "ord": 128, "ird_to_ord_1": 1}, rows["ird_ord"]
-    # ORD 16383 connects: siw follows the offer, it is never strict.
+    # IRD 16382, ORD 16382 it answers 128/128, to the plain ORD 1 an IRD of 1; IRD 0x3fff is
+    # no sentinel to it (irdma's IETF_NO_IRD_ORD): capped like any other.
+    assert rows["ird_ord"]["data"] == {"ird": 128, "ord": 128, "ird_to_ord_1": 1,
+                                       "sentinel": False}, rows["ird_ord"]
+    # ORD 16382 connects: siw follows the offer, it is never strict.
     assert rows["ird_ord_check"]["data"] == {"strict": False}, rows["ird_ord_check"]
     assert rows["ird_ord_check"]["verdict"] == "ok", rows["ird_ord_check"]
 
@@ -280,21 +288,63 @@ def test_siw_takes_private_data_up_to_256_octets(siw_probe: ProbeRun) -> None:
 
 
 def test_siw_echoes_reserved_request_bits_in_its_reply(siw_probe: ProbeRun) -> None:
-    row = siw_probe.rows()["reserved_bits"]
+    rows = siw_probe.rows()
+    row = rows["reserved_bits"]
     # RFC 5044 s7.1: Res is not checked on receipt (siw does not), and is zero when sent:
     # siw builds its Reply from the Request's header, so the bits come back (warn).
-    assert row["data"] == {"rejected": False}, row
+    assert row["data"] == {"rejected": False, "echoed": True}, row
     assert row["verdict"] == "warn", row
+    # Its own GSO bit (0x08, MPA_RR_FLAG_GSO_EXP) and Chelsio's FPDU-size bits: taken, and
+    # echoed the same way; try_gso is off, so nothing of its own.
+    ext = rows["extension_bits"]
+    assert ext["data"] == {"rejected": False, "reply_bits": 0x0C}, ext
 
 
-def test_responder_policy_is_siws(siw_probe: ProbeRun) -> None:
+def test_siw_closes_a_newer_revision_and_needs_no_rtr_in_revision_1(siw_probe: ProbeRun) -> None:
+    rows = siw_probe.rows()
+    # siw_proc_mpareq: "allow for 0, 1, and 2 only", -EPROTO and the socket closed.
+    assert rows["newer_revision"]["data"] == {"answer": "close"}, rows["newer_revision"]
+    # In revision 1 a zero-length Read or Write may come first: siw waits for no RTR there.
+    assert rows["rtr_revision1"]["data"] == {"needs": "none"}, rows["rtr_revision1"]
+
+
+def test_responder_policy_is_siws_and_loads_as_a_personality(siw_probe: ProbeRun,
+                                                             tmp_path: Path) -> None:
     assert dict(siw_probe.policy) == {
-        "revision": 2, "on_newer_revision": None, "private_data": "",
-        "peer_to_peer": "accepted", "rtr_accepted": ["write", "read"],
-        "rtr_preference": ["write", "read"], "ird": 128, "ord": 128, "strict_ird_ord": False,
-        "crc": "optional", "markers_wanted": False, "markers_supported": False,
-        "private_data_limit": 256, "reject_reserved_bits": False,
+        "revision": 2, "crc": "optional", "markers_wanted": False, "markers_supported": False,
+        "peer_to_peer": "when-asked", "rtr_offer": ["write", "read"],
+        "rtr_accepted": ["write", "read"], "rtr_preference": ["write", "read"],
+        "rtr_reply": "chosen", "no_common_rtr": "propose", "rtr_in_revision1": False,
+        "ird": 128, "ord": 128, "strict_ird_ord": False, "private_data_limit": 256,
+        "reject_reserved_bits": False, "on_newer_revision": "close", "refuse_with": "reject",
+        "on_malformed_frame": "close", "echo_reserved_bits": True, "ird_ord_sentinel": False,
     }
+    assert siw_probe.report is not None
+    assert siw_probe.report["responder_policy"]["private_data"] is None  # rping sends none
+    # Saved as it is, it is a personality file: kernel siw can be replayed by rdma-probe serve.
+    (tmp_path / "kernel-siw.json").write_text(json.dumps(siw_probe.report["responder_policy"]))
+    listed = subprocess.run([str(host_probe()), "personalities", "--json", "--personality-dir",
+                             str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert listed.returncode == 0 and "skipped" not in listed.stderr, listed.stderr
+    mine = [p for p in json.loads(listed.stdout) if p["source_path"].endswith("kernel-siw.json")]
+    assert len(mine) == 1 and mine[0]["mpa"]["no_common_rtr"] == "propose", mine
+
+
+def test_kernel_siw_is_recognised_as_siw(siw_probe: ProbeRun) -> None:
+    """The fingerprint compares what the probe saw of kernel siw (Debian's 6.1 build) with
+    every shipped personality: siw matches every trait, IRD/ORD aside (rping's, 128/128,
+    against the personality's 16/16: settings, not decisive)."""
+    siw_probe.rows()
+    assert siw_probe.report is not None
+    fp = siw_probe.report["fingerprint"]
+    assert fp["verdict"] == "known", fp["summary"]
+    assert fp["behaves_like"] == ["siw"], fp["summary"]
+    best = fp["matches"][0]
+    assert best["name"] == "siw" and best["differs"] == [], best
+    assert {d["trait"] for d in best["settings_differ"]} <= {"ird", "ord"}, best
+    assert fp["summary"].startswith("behaves like siw ("), fp["summary"]
+    for m in fp["matches"][1:]:
+        assert m["differs"], m
 
 
 # ---- established connections (siw_qp_rx.c, siw_qp_tx.c) -------------------------------

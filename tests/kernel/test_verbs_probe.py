@@ -41,7 +41,7 @@ from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, gues
 
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 
-SCHEMA = "rdma-interop/probe/1"
+SCHEMA = "rdma-interop/probe/2"
 TIMEOUT_S = 3
 #: 6 connections of at most TIMEOUT_S each (setup and all); past this the probe hangs.
 PROBE_LIMIT_S = 60.0
@@ -245,7 +245,10 @@ def test_mpa_rows_are_not_applicable_over_verbs(verbs_probe: VerbsProbeRun) -> N
     # Nothing MPA is known about the responder, so its policy claims nothing.
     assert verbs_probe.report is not None
     policy = verbs_probe.report["responder_policy"]
-    assert all(v is None for v in policy.values()), policy
+    assert all(v is None for v in policy["mpa"].values()), policy
+    assert policy["private_data"] is None, policy
+    # ...and no fingerprint: the kernel's MPA is not visible through rdma_cm.
+    assert verbs_probe.report["fingerprint"] is None and verbs_probe.report["traits"] is None
 
 
 # ---- first contact (rdma_cm) -----------------------------------------------------------

@@ -30,9 +30,9 @@ struct ServeOptions {
   std::string overflow = "reject";  // "drop" | "reject"
   int half_open_limit = 0;          // 0: max(4 * backlog, 64)
   int decision_timeout_ms = 30000;
-  int overflow_timeout_ms = 5000;   // drop: how long a request waits unanswered for a slot
-  int accept_delay_ms = 0;          // a deliberately slow acceptor: wait before each accept
-  bool backlog_events = false;      // print a "backlog" line per slot taken or freed
+  int overflow_timeout_ms = 5000;  // drop: how long a request waits unanswered for a slot
+  int accept_delay_ms = 0;         // a deliberately slow acceptor: wait before each accept
+  bool backlog_events = false;     // print a "backlog" line per slot taken or freed
 };
 
 struct ConnectOptions {
@@ -41,8 +41,8 @@ struct ConnectOptions {
   double timeout_s = 15.0;
   std::optional<int> first_fpdu_delay_ms;  // overrides the personality's
   bool json = false;
-  int retries = 0;              // transport::ConnectOptions::retries
-  int retry_backoff_ms = 100;   // the full-jitter base; the cap is 50x it (at most 30 s)
+  int retries = 0;             // transport::ConnectOptions::retries
+  int retry_backoff_ms = 100;  // the full-jitter base; the cap is 50x it (at most 30 s)
 };
 
 struct ProbeOptions {
@@ -52,8 +52,10 @@ struct ProbeOptions {
   int rtr_wait_ms = 2000;        // how long the RTR probe withholds the RTR
   int first_fpdu_delay_ms = 50;  // after the Reply (kernel siw as responder needs it)
   int max_connections = 48;
-  bool evidence = false;         // the table lists each probe's offer and answer
-  bool quiet = false;            // no progress line on a terminal
+  bool evidence = false;  // the table lists each probe's offer and answer
+  bool quiet = false;     // no progress line on a terminal
+  // The personalities the fingerprint knows: these directories first, then the defaults.
+  std::vector<std::string> personality_dirs;
 };
 
 struct ListOptions {
@@ -65,11 +67,11 @@ struct XrcOptions {
   std::vector<std::string> devices;  // --device; empty: every device present
   bool json = false;
   std::optional<std::uint64_t> simulate_seed;  // --simulate SEED
-  bool events = false;  // --events: the engine's decisions, in order
-  bool trace = false;   // --trace: every fabric step
-  std::string probe_kind;                 // --probe, overrides the seed's choice
-  std::optional<int> interval_ms;         // --probe-interval
-  std::optional<int> retries;             // --probe-retries
+  bool events = false;                         // --events: the engine's decisions, in order
+  bool trace = false;                          // --trace: every fabric step
+  std::string probe_kind;                      // --probe, overrides the seed's choice
+  std::optional<int> interval_ms;              // --probe-interval
+  std::optional<int> retries;                  // --probe-retries
 };
 
 struct DevicesOptions {

@@ -64,6 +64,23 @@ std::string ending(const transport::Connection& c) {
 
 }  // namespace
 
+bool zero_length_read(transport::Connection& conn, std::chrono::milliseconds timeout) {
+  if (conn.state() != transport::ConnectionState::kConnected) return false;
+  rdmap::SendWr wr;
+  wr.wr_id = 9900;
+  wr.opcode = WrOpcode::kRdmaRead;
+  wr.sge = {0, 0, 0};
+  if (conn.post_send(wr)) return false;
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    for (const auto& wc : conn.poll_completions(4, kSlice)) {
+      if (wc.wr_id == wr.wr_id) return wc.status == WcStatus::kSuccess;
+    }
+    if (conn.state() != transport::ConnectionState::kConnected) return false;
+  }
+  return false;
+}
+
 void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows) {
   auto c = new_capability("rtr_wait", "Waits for the RTR before sending");
   if (!f.peer_to_peer) {
@@ -77,7 +94,7 @@ void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows
   if (!f.rtr_accepted.empty()) policy.rtr_offer = f.rtr_accepted;
   policy.send_rtr = false;
   const auto window = s.settings().rtr_wait;
-  std::string sent;             // what arrived before an RTR, if anything
+  std::string sent;  // what arrived before an RTR, if anything
   std::optional<double> gave_up_ms;
   std::string how;
   auto a = s.connect(policy, ProbeSession::plain_private_data(), "peer-to-peer, RTR withheld",
@@ -114,7 +131,8 @@ void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows
       c.why = "RFC 6581 s3: in peer-to-peer mode the responder sends nothing until the RTR arrives";
     } else if (gave_up_ms) {
       e.came_back += "; silence, then " + how + " after " + fixed(*gave_up_ms, 0) + " ms";
-      c.value = "yes: it sent nothing, and gave up after " + fixed(*gave_up_ms, 0) + " ms (" + how + ")";
+      c.value =
+          "yes: it sent nothing, and gave up after " + fixed(*gave_up_ms, 0) + " ms (" + how + ")";
       c.verdict = Verdict::kOk;
     } else {
       e.came_back += "; nothing in " + std::to_string(window.count()) + " ms";
@@ -146,7 +164,8 @@ void probe_round_trips(ProbeSession& s, PeerFacts& f, std::vector<Capability>& r
           wr.sge = {0, 0, 0};  // zero length: names no memory on either side
           const auto start = Clock::now();
           if (auto e = conn.post_send(wr)) {
-            read_problem = "the Read could not be posted: " + std::string(rdmap::post_error_name(*e));
+            read_problem =
+                "the Read could not be posted: " + std::string(rdmap::post_error_name(*e));
             break;
           }
           const auto deadline = start + s.settings().timeout;
@@ -159,16 +178,20 @@ void probe_round_trips(ProbeSession& s, PeerFacts& f, std::vector<Capability>& r
                 read_problem = "the Read completed with " +
                                std::string(rdmap::wc_status_name(wc.status)) + "; " + ending(conn);
               } else {
-                read_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+                read_us.push_back(
+                    std::chrono::duration<double, std::micro>(Clock::now() - start).count());
               }
             }
           }
-          if (!done) read_problem = "no Read Response in " + std::to_string(s.settings().timeout.count()) + " ms";
+          if (!done)
+            read_problem =
+                "no Read Response in " + std::to_string(s.settings().timeout.count()) + " ms";
         }
         if (conn.state() != transport::ConnectionState::kConnected) return;
         ExchangeOptions options;
-        options.deadline = Clock::now() + std::min<std::chrono::milliseconds>(
-                                              s.settings().timeout, std::chrono::milliseconds(1500));
+        options.deadline =
+            Clock::now() + std::min<std::chrono::milliseconds>(s.settings().timeout,
+                                                               std::chrono::milliseconds(1500));
         options.cancel = s.settings().cancel;
         echo_us = echo_round_trips(conn, memory, options, kRoundTrips, kEchoSize, echo_result);
       });
@@ -187,20 +210,23 @@ void probe_round_trips(ProbeSession& s, PeerFacts& f, std::vector<Capability>& r
     } else {
       read.value = "not measured: " + read_problem;
       read.verdict = Verdict::kWarn;
-      read.why = "a zero-length Read needs no memory and no application: every peer should answer it";
+      read.why =
+          "a zero-length Read needs no memory and no application: every peer should answer it";
     }
-    read.evidence.push_back({e.offered + "; " + std::to_string(kRoundTrips) + " zero-length RDMA Reads, one at a time",
-                             read.value});
+    read.evidence.push_back(
+        {e.offered + "; " + std::to_string(kRoundTrips) + " zero-length RDMA Reads, one at a time",
+         read.value});
     if (echo_us.size() == static_cast<std::size_t>(kRoundTrips)) {
       send.value = summarize(echo_us, send.data);
       send.verdict = Verdict::kOk;
     } else {
-      send.value = "not measured: no echo (" + (echo_result.detail.empty() ? "the Reads failed" : echo_result.detail) + ")";
+      send.value = "not measured: no echo (" +
+                   (echo_result.detail.empty() ? "the Reads failed" : echo_result.detail) + ")";
       send.verdict = Verdict::kNotTested;
       send.why = "only a peer running rdma-probe serve answers the echo messages";
     }
-    send.evidence.push_back({"Sends of " + std::to_string(kEchoSize) + " octets {\"op\":\"echo\",...}",
-                             send.value});
+    send.evidence.push_back(
+        {"Sends of " + std::to_string(kEchoSize) + " octets {\"op\":\"echo\",...}", send.value});
   }
   rows.push_back(std::move(read));
   rows.push_back(std::move(send));
@@ -216,17 +242,29 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
     const char* rfc;
   };
   const Case cases[] = {
-      {"terminate_write_invalid_stag", "Terminate: RDMA Write, unknown STag", WrOpcode::kRdmaWrite,
-       false, {wire::TermLayer::kDdp, wire::kDdpEtypeTaggedBuffer, wire::kDdpTaggedCodeInvalidStag},
+      {"terminate_write_invalid_stag",
+       "Terminate: RDMA Write, unknown STag",
+       WrOpcode::kRdmaWrite,
+       false,
+       {wire::TermLayer::kDdp, wire::kDdpEtypeTaggedBuffer, wire::kDdpTaggedCodeInvalidStag},
        "RFC 5041 s7.2"},
-      {"terminate_read_invalid_stag", "Terminate: RDMA Read, unknown STag", WrOpcode::kRdmaRead,
-       false, {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeInvalidStag},
+      {"terminate_read_invalid_stag",
+       "Terminate: RDMA Read, unknown STag",
+       WrOpcode::kRdmaRead,
+       false,
+       {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeInvalidStag},
        "RFC 5040 s7.2"},
-      {"terminate_write_out_of_bounds", "Terminate: RDMA Write, out of bounds", WrOpcode::kRdmaWrite,
-       true, {wire::TermLayer::kDdp, wire::kDdpEtypeTaggedBuffer, wire::kDdpTaggedCodeBaseOrBounds},
+      {"terminate_write_out_of_bounds",
+       "Terminate: RDMA Write, out of bounds",
+       WrOpcode::kRdmaWrite,
+       true,
+       {wire::TermLayer::kDdp, wire::kDdpEtypeTaggedBuffer, wire::kDdpTaggedCodeBaseOrBounds},
        "RFC 5041 s7.2"},
-      {"terminate_read_out_of_bounds", "Terminate: RDMA Read, out of bounds", WrOpcode::kRdmaRead,
-       true, {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeBaseOrBounds},
+      {"terminate_read_out_of_bounds",
+       "Terminate: RDMA Read, out of bounds",
+       WrOpcode::kRdmaRead,
+       true,
+       {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeBaseOrBounds},
        "RFC 5040 s7.2"},
   };
   bool peer_advertises = true;  // until a region fetch fails: then skip the other bounds case
@@ -272,17 +310,19 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
           wr.remote_stag = stag;
           wr.remote_addr = addr;
           char text[160];
-          std::snprintf(text, sizeof text, "%s of 16 octets, remote STag 0x%08x at 0x%llx%s",
-                        k.op == WrOpcode::kRdmaWrite ? "RDMA Write" : "RDMA Read", stag,
-                        static_cast<unsigned long long>(addr),
-                        k.out_of_bounds ? " (8 octets past the end of the region it advertised)" : "");
+          std::snprintf(
+              text, sizeof text, "%s of 16 octets, remote STag 0x%08x at 0x%llx%s",
+              k.op == WrOpcode::kRdmaWrite ? "RDMA Write" : "RDMA Read", stag,
+              static_cast<unsigned long long>(addr),
+              k.out_of_bounds ? " (8 octets past the end of the region it advertised)" : "");
           offered = text;
           if (auto e = conn.post_send(wr)) {
             how = "could not be posted: " + std::string(rdmap::post_error_name(*e));
             return;
           }
           const auto deadline = Clock::now() + s.settings().timeout;
-          while (Clock::now() < deadline && conn.state() == transport::ConnectionState::kConnected) {
+          while (Clock::now() < deadline &&
+                 conn.state() == transport::ConnectionState::kConnected) {
             for (const auto& wc : conn.poll_completions(4, kSlice)) {
               if (wc.wr_id == wr.wr_id) wc_text = std::string(rdmap::wc_status_name(wc.status));
             }
@@ -303,7 +343,8 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
       c.verdict = Verdict::kNotTested;
       c.why = "going out of bounds needs an STag the peer granted; rdma-probe serve advertises one";
     } else {
-      c.evidence.push_back({offered, how + (wc_text.empty() ? "" : "; our work request: " + wc_text)});
+      c.evidence.push_back(
+          {offered, how + (wc_text.empty() ? "" : "; our work request: " + wc_text)});
       if (got) {
         c.value = wire::describe(*got);
         c.verdict = *got == k.expected ? Verdict::kOk : Verdict::kWarn;
@@ -316,11 +357,12 @@ void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& ro
       } else if (malformed) {
         c.value = "malformed: " + wire::to_string(*malformed);
         c.verdict = Verdict::kWarn;
-        c.why = "RFC 5040 s4.8 lays out Terminate Control as Layer, EType, Error Code, then the "
-                "M, D, R flags in the high bits of the third octet";
+        c.why =
+            "RFC 5040 s4.8 lays out Terminate Control as Layer, EType, Error Code, then the "
+            "M, D, R flags in the high bits of the third octet";
         // What the peer meant: the little-endian reading when its flags say it used one.
-        const auto meant = malformed->little_endian_cause ? malformed->little_endian_cause
-                                                          : malformed->cause;
+        const auto meant =
+            malformed->little_endian_cause ? malformed->little_endian_cause : malformed->cause;
         if (meant) {
           c.why += std::string("; what it meant") +
                    (malformed->little_endian_cause ? " (read as little-endian bitfields)" : "") +

@@ -19,6 +19,10 @@
 namespace rdma_interop::probe {
 
 void probe_rtr_wait(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
+// One zero-length RDMA Read (names no memory on either side) and its Response within
+// `timeout`: whether the connection still carries operations.
+bool zero_length_read(transport::Connection& conn, std::chrono::milliseconds timeout);
+
 void probe_round_trips(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
 void probe_terminates(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
 

@@ -2,10 +2,10 @@
 //
 // This file only parses the command line (CLI11) and dispatches; each subcommand lives in
 // its own file. Every parse error is a sentence on stderr and exit status 2.
-#include <limits>
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "tools/common/help_wrap.h"
+#include "tools/common/number_option.h"
 #include "tools/common/subcommand_formatter.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
-#include "tools/common/number_option.h"
 
 namespace {
 
@@ -37,7 +37,8 @@ Given only a URI, rdma-probe probes the peer ('rdma-probe probe --help' says how
 rdma-probe speaks MPA connection setup (RFC 5044, RFC 6581 revision 2 with IRD/ORD and the
 peer-to-peer ready-to-receive), then DDP/RDMAP (RFC 5041, RFC 5040) over a userspace iWARP
 provider on real TCP sockets (tcp://). Each side takes a personality: a JSON file naming the
-MPA choices of a known stack (siw, cxgb4, rev1-only, never-rtr, strict) or your own.
+MPA choices of a known stack (siw, cxgb4 and its modes, irdma, qedr, erdma, freebsd-cxgbe,
+rev1-only, never-rtr, strict; 'rdma-probe personalities' lists them) or your own.
 With verbs:// URIs the same exchange runs over rdma-core (librdmacm + libibverbs) on a real
 or soft RDMA device (siw, rxe): the kernel then does MPA, and the personality contributes
 its IRD/ORD and private data only.
@@ -143,21 +144,31 @@ constexpr const char* kProbeDescription =
 The first question about a new box at an interop event. Each probe is one connection whose
 MPA Request differs from a plain one in the thing being asked; what came back is the
 evidence. The report has one line per capability, with a verdict:
-  iWARP (MPA) peer                 its Reply to a plain revision-2 Request, its private data
-  MPA revisions answered           1, 2; a revision-2 Request to a revision-1 peer: answered
-                                   in revision 1 (RFC 5044 s7.1), or reset (then whether an
-                                   initiator that retries in revision 1 gets through)
-  Peer-to-peer mode, RTR types     RFC 6581: accepted or declined; each RTR type (Send, Write,
-                                   Read) offered alone; the one picked from all; preference
+  iWARP (MPA) peer                 its Reply to a plain revision-2 Request (then, if refused,
+                                   one asking for peer-to-peer, revision 1, erdma's 129)
+  MPA revisions answered           1, 2, or erdma's 129; a revision-2 Request to a revision-1
+                                   peer: answered in revision 1 (RFC 5044 s7.1), reset or
+                                   closed (then whether an initiator that retries in revision
+                                   1 gets through)
+  RTR in revision 1                a zero-length Read first, a Write first: iw_cxgb4 waits for
+                                   its own RTR even in revision 1
+  A newer revision (3)             answered in revision 2, reset or closed
+  Peer-to-peer mode, RTR types     RFC 6581: accepted, declined, or required (a revision-2
+                                   Request without it refused: irdma); each RTR type offered
+                                   alone; the one picked from all; preference; a Reply naming
+                                   several types (qed) or its own type whatever is offered
+                                   (iw_cxgb4)
   Waits for the RTR                the RTR withheld for --rtr-wait: does the peer send first?
   IRD/ORD                          what it grants; strict (an ORD above its IRD fails, MPA
                                    code 0x06) or relaxed (the initiator lowers its ORD),
-                                   asked with ORD 1 and again with ORD 16383
+                                   asked with ORD 1 and again with ORD 0x3ffe; whether IRD
+                                   0x3fff means "no IRD/ORD negotiation" to it (irdma)
   CRC32c                           required (sets C unasked), optional, or refused
   Markers                          asked for in its Reply; sent when asked, or refused
   Largest private data             PD_Length answered: 512, 256 (the Linux limit), or found
                                    by a binary search between
-  Reserved Request bits            ignored (RFC 5044), echoed, or rejected
+  Reserved Request bits            0x03: ignored (RFC 5044), echoed, or rejected; the vendor
+                                   bits 0x0c (siw's GSO bit, Chelsio's FPDU-size proposal)
   How it refuses                   MPA Reject (with its private data), a Terminate after the
                                    Reply, a reset, a close, silence; a listener overflow
                                    marker when one was seen
@@ -171,33 +182,58 @@ evidence. The report has one line per capability, with a verdict:
 Verdicts: ok (what the RFCs ask for), note (allowed, limits peers), warn (a known interop
 hazard), fail (against the RFCs), n/a, not_tested (the WHY section says why).
 
+The report ends with STACK: the known stack the peer behaves like. Every personality found
+(rdma-probe personalities, plus --personality-dir) is compared trait by trait with what the
+probe saw: a score per personality and the traits that differ; "behaves like X" when one
+matches every trait, "behaves like X or Y" when several do (they differ only in what cannot be
+seen from outside, e.g. cxgb4-rev1 and freebsd-cxgbe), "unknown stack, closest: X" when none
+does. IRD and ORD are compared but never decide (the application chooses them).
+
 Peer-to-peer offers are read on a raw socket and closed after the Reply, so an RTR type
 picked outside the offer never draws a Terminate from the probe before any RTR (kernel siw
 picks Write for a Send-only offer, and iw_cm crashes on the Terminate that follows).
 
 The probe never floods: one connection at a time, at least 20 ms apart, each bounded by
---timeout, at most --max-connections (about 25 against a well-behaved peer). Over verbs://
+--timeout, at most --max-connections (about 30 against a well-behaved peer). Over verbs://
 the kernel negotiates MPA, so only the connection-level rows are probed there.
 
-With --json, one object (schema rdma-interop/probe/1):
-  {"schema":"rdma-interop/probe/1","uri":"tcp://...","outcome":"probed"|"unreachable"|
+With --json, one object (schema rdma-interop/probe/2):
+  {"schema":"rdma-interop/probe/2","uri":"tcp://...","outcome":"probed"|"unreachable"|
    "not_iwarp"|"rejected","detail":"...","connections":23,"elapsed_ms":812.4,
    "capabilities":[{"id":"crc","title":"CRC32c","value":"optional: ...","verdict":"ok",
                     "why":"","data":{"crc":"optional"},
                     "evidence":[{"offered":"MPA Request rev 2 CRC ...","came_back":"..."}]}],
-   "responder_policy":{"revision":2,"on_newer_revision":null,"private_data":"siw",
-                       "peer_to_peer":"accepted","rtr_accepted":["write","read"],
-                       "rtr_preference":["write","read"],"ird":16,"ord":16,
-                       "strict_ird_ord":false,"crc":"optional","markers_wanted":false,
-                       "markers_supported":false,"private_data_limit":256,
-                       "reject_reserved_bits":false}}
-"responder_policy" uses the personality file's names (rdma-probe personalities --json) for
-what a responder shows from outside; null where it could not be found out. Capability ids:
-iwarp, mpa_revisions, revision2_to_revision1, peer_to_peer, rtr_types, rtr_choice, rtr_wait,
-ird_ord, ird_ord_check, crc, markers, private_data, reserved_bits, rtt_read0, rtt_send64,
+   "responder_policy":{"name":"probed-198.18.0.2-7174","description":"...",
+                       "mpa":{"revision":2,"crc":"optional","markers_wanted":false,
+                              "markers_supported":false,"peer_to_peer":"when-asked",
+                              "rtr_offer":["write","read"],"rtr_accepted":["write","read"],
+                              "rtr_preference":["write","read"],"rtr_reply":"chosen",
+                              "no_common_rtr":"propose","rtr_in_revision1":false,"ird":16,
+                              "ord":16,"strict_ird_ord":false,"private_data_limit":256,
+                              "reject_reserved_bits":false,"on_newer_revision":"close",
+                              "refuse_with":"reject","on_malformed_frame":"close",
+                              "echo_reserved_bits":true,"ird_ord_sentinel":false},
+                       "private_data":"siw"},
+   "traits":{"revision":2,"newer_revision":"close","crc":"optional",...,"rtr_send":"write",
+             "rtr_write":"write","rtr_read":"read","rtr_all":"write",...},
+   "fingerprint":{"verdict":"known","behaves_like":["siw"],"closest":"siw",
+                  "summary":"behaves like siw (21 of 21 traits match) ...",
+                  "matches":[{"name":"siw","source":"drivers/infiniband/sw/siw/siw_cm.c ...",
+                              "matched":21,"compared":21,"score":1.0,"differs":[],
+                              "settings_differ":[]},...]}}
+"responder_policy" is a personality file (rdma-probe personalities --json): save it and
+`rdma-probe serve --personality ./saved.json` replays the peer as a responder; a key is null
+where it could not be found out (the toolkit's default when loaded); "traits" is what the
+fingerprint compared (tools/rdma-probe/fingerprint.h lists them and their values); in
+"fingerprint", "verdict" is known, ambiguous or unknown, and each match lists the traits that
+differ ("peer" observed, "personality" expected). Schema /2 differs from /1 in
+responder_policy (a personality file instead of a flat object) and adds traits and
+fingerprint. Capability ids: iwarp, mpa_revisions, revision2_to_revision1, rtr_revision1,
+newer_revision, peer_to_peer, rtr_types, rtr_choice, rtr_wait, ird_ord, ird_ord_check, crc,
+markers, private_data, reserved_bits, extension_bits, rtt_read0, rtt_send64,
 terminate_write_invalid_stag, terminate_read_invalid_stag, terminate_write_out_of_bounds,
-terminate_read_out_of_bounds, still_answering, rejects. New fields may be added; the schema version changes
-when a field changes meaning.
+terminate_read_out_of_bounds, still_answering, rejects. New fields may be added; the schema
+version changes when a field changes meaning.
 )";
 
 constexpr const char* kProbeFooter = R"(
@@ -220,7 +256,9 @@ EXIT CODES
 constexpr const char* kListDescription =
     R"(List the personalities --personality can name.
 
-Each entry gives the name, its description (why each value) and the file it comes from.
+Each entry gives the name (what --personality takes: the file's "name", which may differ from
+its file name), its description, the source it was read from (the kernel file and functions,
+and the version) and the file it comes from. A near miss of a name gets "did you mean".
 Directories searched, first match of a name wins:
 --personality-dir, $RDMA_INTEROP_PERSONALITY_DIR (':'-separated),
 <prefix>/share/rdma-interop/personalities, the source tree's tools/personalities.
@@ -339,7 +377,9 @@ EXIT CODES
   2  bad arguments: a --device this node does not have (the message lists those present))";
 
 // Option help, wrapped to fit beside the option column (CLI11 does not wrap).
-std::string wrap(std::string_view text) { return rdma_interop::tools::wrap_help(text, 64); }
+std::string wrap(std::string_view text) {
+  return rdma_interop::tools::wrap_help(text, 64);
+}
 
 void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
   cmd->add_option("-p,--personality", choice.name_or_path,
@@ -347,9 +387,11 @@ void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
                        "strict, or any NAME.json in the personality directories) or a path to a "
                        "personality JSON file (contains '/' or ends in .json)"))
       ->type_name("NAME|PATH");
+  // One directory per --personality-dir, so a URI after it is not taken for a second one.
   cmd->add_option("--personality-dir", choice.extra_dirs,
                   wrap("Search DIR for NAME.json before the default directories; repeatable"))
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->allow_extra_args(false);
 }
 
 }  // namespace
@@ -373,11 +415,12 @@ int main(int argc, char** argv) {
                         "verbs://ADDR:PORT, verbs://DEVICE[:PORT] for rdma-core"))
       ->type_name("URI");
   add_personality_options(serve_cmd, serve.personality);
-  auto* max_opt = serve_cmd
-                      ->add_option("--max-connections", serve.max_connections,
-                                   wrap("Exit after N connections (default: run until a signal)"))
-                      ->type_name("N")
-                      ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
+  auto* max_opt =
+      serve_cmd
+          ->add_option("--max-connections", serve.max_connections,
+                       wrap("Exit after N connections (default: run until a signal)"))
+          ->type_name("N")
+          ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   serve_cmd->add_flag("--once", serve.once, wrap("Exit after one connection (--max-connections 1)"))
       ->excludes(max_opt);
   serve_cmd
@@ -493,7 +536,7 @@ int main(int argc, char** argv) {
       ->required()
       ->type_name("URI");
   probe_cmd->add_flag("--json", probe.json,
-                      wrap("Print one JSON report (schema rdma-interop/probe/1) instead of the "
+                      wrap("Print one JSON report (schema rdma-interop/probe/2) instead of the "
                            "table"));
   probe_cmd
       ->add_option("-t,--timeout", probe.timeout_s,
@@ -527,6 +570,12 @@ int main(int argc, char** argv) {
                       wrap("Under each capability, print each probe's offer and what came back"));
   probe_cmd->add_flag("-q,--quiet", probe.quiet,
                       wrap("No progress line on stderr (shown only when stderr is a terminal)"));
+  probe_cmd
+      ->add_option("--personality-dir", probe.personality_dirs,
+                   wrap("Compare the peer also with the personalities in DIR (searched before "
+                        "the default directories; repeatable)"))
+      ->type_name("DIR")
+      ->allow_extra_args(false);
 
   ListOptions list;
   auto* list_cmd = app.add_subcommand("personalities", kListDescription);
@@ -534,7 +583,8 @@ int main(int argc, char** argv) {
   list_cmd
       ->add_option("--personality-dir", list.extra_dirs,
                    wrap("Search DIR before the default directories; repeatable"))
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->allow_extra_args(false);
   list_cmd->add_flag("--json", list.json,
                      wrap("Print a JSON array of the personalities (the file format, plus "
                           "source_path)"));
@@ -545,24 +595,28 @@ int main(int argc, char** argv) {
   xrc_cmd->add_option("--device", xrc.devices, wrap("Only this RDMA device; repeatable"))
       ->type_name("NAME");
   xrc_cmd->add_flag("--json", xrc.json, wrap("One JSON object on stdout"));
-  xrc_cmd->add_option("--simulate", xrc.simulate_seed,
-                      wrap("Run the lifetime engine on a simulated node, seeded with SEED"))
+  xrc_cmd
+      ->add_option("--simulate", xrc.simulate_seed,
+                   wrap("Run the lifetime engine on a simulated node, seeded with SEED"))
       ->type_name("SEED");
   xrc_cmd->add_flag("--events", xrc.events,
                     wrap("(--simulate) Also print every engine decision with its reason"));
   xrc_cmd->add_flag("--trace", xrc.trace, wrap("(--simulate) Also print every fabric step"));
-  xrc_cmd->add_option("--probe", xrc.probe_kind,
-                      wrap("(--simulate) Probe kind instead of the seed's: zero_length_read "
-                           "(not rkey-checked, IB C9-88) or invalid_rkey_read (on its own probe "
-                           "QP, recycled after each answer)"))
+  xrc_cmd
+      ->add_option("--probe", xrc.probe_kind,
+                   wrap("(--simulate) Probe kind instead of the seed's: zero_length_read "
+                        "(not rkey-checked, IB C9-88) or invalid_rkey_read (on its own probe "
+                        "QP, recycled after each answer)"))
       ->type_name("KIND");
-  xrc_cmd->add_option("--probe-interval", xrc.interval_ms,
-                      wrap("(--simulate) Milliseconds between probes (the timeout is capped "
-                           "to it)"))
+  xrc_cmd
+      ->add_option("--probe-interval", xrc.interval_ms,
+                   wrap("(--simulate) Milliseconds between probes (the timeout is capped "
+                        "to it)"))
       ->type_name("MS")
       ->check(rdma_interop::tools::integer_in(1, 600000, "milliseconds"));
-  xrc_cmd->add_option("--probe-retries", xrc.retries,
-                      wrap("(--simulate) Failed probes forgiven before the sender is dead"))
+  xrc_cmd
+      ->add_option("--probe-retries", xrc.retries,
+                   wrap("(--simulate) Failed probes forgiven before the sender is dead"))
       ->type_name("N")
       ->check(rdma_interop::tools::integer_in(0, 1000));
 

@@ -29,7 +29,14 @@ void probe_peer_to_peer(ProbeSession& s, PeerFacts& f, std::vector<Capability>& 
 void probe_ird_ord(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
 // The largest PD_Length answered with a Reply: 512, 256, then a binary search between.
 void probe_private_data(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
+// Res bits 0x03 (reserved) and 0x0c (siw's GSO bit, Chelsio's FPDU-size proposal).
 void probe_reserved_bits(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
+// A revision-3 Request to a revision-2 peer: answered in 2 (RFC 5044 s7.1), reset or closed.
+void probe_newer_revision(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
+// Whether a peer that answers revision 1 waits for an RTR there anyway (iw_cxgb4's
+// peer2peer), and which; later revision-1 probes then send it. Runs right after first
+// contact.
+void probe_revision1_rtr(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows);
 // A plain Request once more, after the MPA probes: a peer that answered it at first contact
 // and no longer does has broken during the probe (the "still_answering" row fails, and the
 // run exits 1), so its other rows are not its settings.

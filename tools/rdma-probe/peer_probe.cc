@@ -1,6 +1,9 @@
 #include "tools/rdma-probe/peer_probe.h"
 
+#include <sstream>
+
 #include "tools/rdma-probe/data_path_probes.h"
+#include "tools/rdma-probe/fingerprint.h"
 #include "tools/rdma-probe/mpa_probes.h"
 
 namespace rdma_interop::probe {
@@ -20,6 +23,9 @@ void mpa_rows_not_applicable(std::vector<Capability>& rows) {
       {"markers", "Markers"},
       {"private_data", "Largest private data (PD_Length)"},
       {"reserved_bits", "Reserved Request bits (Res)"},
+      {"extension_bits", "Vendor bits 0x0c (siw GSO, FPDU size)"},
+      {"newer_revision", "A Request of a newer revision (3)"},
+      {"rtr_revision1", "RTR in revision 1"},
       {"revision2_to_revision1", "Revision-2 Request to it"},
       {"rtr_wait", "Waits for the RTR before sending"},
       {"still_answering", "Still answers a plain Request"},
@@ -37,7 +43,8 @@ void mpa_rows_not_applicable(std::vector<Capability>& rows) {
 ProbeOutcome verbs_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability>& rows,
                            std::string& detail) {
   auto c = new_capability("iwarp", "RDMA CM peer");
-  auto a = s.connect(s.plain_policy(2), ProbeSession::plain_private_data(), "first contact through rdma-core");
+  auto a = s.connect(s.plain_policy(2), ProbeSession::plain_private_data(),
+                     "first contact through rdma-core");
   if (!a) {
     detail = s.why_not();
     return ProbeOutcome::kUnreachable;
@@ -85,6 +92,68 @@ ProbeOutcome verbs_contact(ProbeSession& s, PeerFacts& f, std::vector<Capability
   return ProbeOutcome::kProbed;
 }
 
+// The personality keys a responder shows from outside, in personality.h's order: what
+// responder_policy's "mpa" holds (null: not found out).
+constexpr const char* kResponderKeys[] = {"revision",
+                                          "crc",
+                                          "markers_wanted",
+                                          "markers_supported",
+                                          "peer_to_peer",
+                                          "rtr_offer",
+                                          "rtr_accepted",
+                                          "rtr_preference",
+                                          "rtr_reply",
+                                          "no_common_rtr",
+                                          "rtr_in_revision1",
+                                          "ird",
+                                          "ord",
+                                          "strict_ird_ord",
+                                          "private_data_limit",
+                                          "reject_reserved_bits",
+                                          "on_newer_revision",
+                                          "refuse_with",
+                                          "on_malformed_frame",
+                                          "echo_reserved_bits",
+                                          "ird_ord_sentinel"};
+
+// A name personality.h accepts: letters, digits, '-', '_', '.'.
+std::string name_part(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    out += ok ? c : '-';
+  }
+  return out;
+}
+
+// responder_policy: a personality file of what was found, loadable as it is.
+nlohmann::ordered_json personality_of(const ProbeReport& report, const ProbeSettings& settings,
+                                      const PeerFacts& f) {
+  using json = nlohmann::ordered_json;
+  json mpa = json::object();
+  for (const auto* key : kResponderKeys) {
+    auto it = f.responder_policy.find(key);
+    mpa[key] = it == f.responder_policy.end() ? json(nullptr) : *it;
+  }
+  // cm::validate: an RTR in revision 1 is the one type of rtr_offer (iw_cxgb4's p2p_type).
+  if (f.revision1_rtr) {
+    json offer = mpa["rtr_offer"];
+    const std::string own(cm::rtr_name(*f.revision1_rtr));
+    if (!offer.is_array() || offer.size() != 1 || offer[0] != own) {
+      mpa["rtr_offer"] = json::array({own});
+      if (mpa["rtr_accepted"].is_null() && offer.is_array()) mpa["rtr_accepted"] = offer;
+    }
+  }
+  return json{
+      {"name", "probed-" + name_part(settings.uri.host) + "-" + std::to_string(settings.uri.port)},
+      {"description", "What rdma-probe found " + report.uri +
+                          " does as an MPA responder (null: not found out, the "
+                          "toolkit's default when this file is loaded)"},
+      {"mpa", mpa},
+      {"private_data", f.private_data.empty() ? json(nullptr) : json(f.private_data)}};
+}
+
 }  // namespace
 
 ProbeReport probe_peer(const ProbeSettings& settings, transport::Provider& provider) {
@@ -96,8 +165,11 @@ ProbeReport probe_peer(const ProbeSettings& settings, transport::Provider& provi
   auto& rows = report.capabilities;
 
   if (s.is_tcp()) {
+    f.responder_policy["refuse_with"] = nullptr;
     report.outcome = first_contact(s, f, rows, report.detail);
     if (report.outcome == ProbeOutcome::kProbed) {
+      probe_revision1_rtr(s, f, rows);
+      probe_newer_revision(s, f, rows);
       probe_peer_to_peer(s, f, rows);
       probe_rtr_wait(s, f, rows);
       probe_ird_ord(s, f, rows);
@@ -112,19 +184,23 @@ ProbeReport probe_peer(const ProbeSettings& settings, transport::Provider& provi
     if (report.outcome == ProbeOutcome::kProbed) {
       mpa_rows_not_applicable(rows);
       // Nothing of the responder's MPA policy is visible through rdma_cm.
-      for (const auto* key : {"revision", "on_newer_revision", "private_data", "peer_to_peer",
-                              "rtr_accepted", "rtr_preference", "ird", "ord", "strict_ird_ord",
-                              "crc", "markers_wanted", "markers_supported", "private_data_limit",
-                              "reject_reserved_bits"}) {
-        f.responder_policy[key] = nullptr;
-      }
+      for (const auto* key : kResponderKeys) f.responder_policy[key] = nullptr;
     }
   }
   if (report.outcome == ProbeOutcome::kProbed) {
     probe_round_trips(s, f, rows);
     probe_terminates(s, f, rows);
     if (s.is_tcp()) summarize_refusals(f, rows);
-    report.responder_policy = f.responder_policy;
+    report.responder_policy = personality_of(report, settings, f);
+    // Over verbs the kernel's MPA is invisible: nothing to compare.
+    if (s.is_tcp()) {
+      report.traits = f.traits;
+      const Fingerprint fp = fingerprint(f.traits, settings.known);
+      report.fingerprint = to_json(fp);
+      std::ostringstream text;
+      print_fingerprint(fp, text);
+      report.fingerprint_text = text.str();
+    }
   }
   report.connections = s.connections();
   report.elapsed_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();

@@ -60,6 +60,34 @@ void print_table(const std::vector<cm::Personality>& all) {
     }
     flush_word();
     std::cout << line << '\n';
+    if (!p.source_file.empty() || !p.source_version.empty()) {
+      std::string source = "read from: " + p.source_file;
+      if (!p.source_version.empty())
+        source += (p.source_file.empty() ? "" : "; ") + p.source_version;
+      // Wrapped under the description like it.
+      std::string out = indent;
+      std::string word;
+      auto put = [&] {
+        if (word.empty()) return;
+        if (out.size() + 1 + word.size() > kLine && out.size() > indent.size()) {
+          std::cout << out << '\n';
+          out = indent + "  ";
+        } else if (out.size() > indent.size()) {
+          out += ' ';
+        }
+        out += word;
+        word.clear();
+      };
+      for (char ch : source) {
+        if (ch == ' ') {
+          put();
+        } else {
+          word += ch;
+        }
+      }
+      put();
+      std::cout << out << '\n';
+    }
     std::cout << indent << "(" << p.source_path << ")\n";
   }
   std::cout.flush();

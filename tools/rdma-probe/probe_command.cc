@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <iostream>
 
+#include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/json_report.h"
 #include "tools/rdma-probe/peer_probe.h"
-#include "tools/common/signal_watch.h"
 
 namespace rdma_interop::probe {
 
@@ -18,9 +18,9 @@ namespace {
 
 // The "still_answering" row failed: the peer broke during the probe.
 bool peer_broke(const ProbeReport& report) {
-  return std::any_of(report.capabilities.begin(), report.capabilities.end(), [](const Capability& c) {
-    return c.id == "still_answering" && c.verdict == Verdict::kFail;
-  });
+  return std::any_of(
+      report.capabilities.begin(), report.capabilities.end(),
+      [](const Capability& c) { return c.id == "still_answering" && c.verdict == Verdict::kFail; });
 }
 
 }  // namespace
@@ -45,15 +45,30 @@ int run_probe(const ProbeOptions& options) {
     return kExitUsage;
   }
 
+  for (const auto& d : options.personality_dirs) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(d, ec)) {
+      print_usage_error("probe", "--personality-dir " + d + ": no such directory");
+      return kExitUsage;
+    }
+  }
+
   ProbeSettings settings;
   settings.uri = *uri;
+  // The stacks the fingerprint compares the peer with; files that do not load are named on
+  // stderr and left out, as `rdma-probe personalities` does.
+  std::vector<std::string> problems;
+  settings.known =
+      cm::list_personalities(personality_search_dirs(options.personality_dirs), &problems);
+  for (const auto& p : problems) std::fprintf(stderr, "rdma-probe: skipped %s\n", p.c_str());
   settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(options.timeout_s));
   settings.rtr_wait = std::chrono::milliseconds(options.rtr_wait_ms);
   settings.first_fpdu_delay = std::chrono::milliseconds(options.first_fpdu_delay_ms);
   settings.max_connections = options.max_connections;
   // The connection under way is bounded by --timeout: let it finish, then report.
-  tools::SignalWatch signals("rdma-probe", settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
+  tools::SignalWatch signals("rdma-probe",
+                             settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
   settings.cancel = &signals.stop_requested();
   const bool progress = !options.quiet && ::isatty(STDERR_FILENO);
   if (progress) {
@@ -68,8 +83,9 @@ int run_probe(const ProbeOptions& options) {
   const bool cancelled = signals.stop_requested().load();
   if (cancelled) report.detail += "; stopped early by a signal, later probes not tested";
   if (peer_broke(report)) {
-    report.detail += "; but it stopped answering plain Requests during the probe (see "
-                     "still_answering): the rows after that describe a broken peer";
+    report.detail +=
+        "; but it stopped answering plain Requests during the probe (see "
+        "still_answering): the rows after that describe a broken peer";
   }
   if (options.json) {
     print_json_line(to_json(report));

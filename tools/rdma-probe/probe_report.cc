@@ -69,7 +69,9 @@ json to_json(const ProbeReport& report) {
               {"connections", report.connections},
               {"elapsed_ms", report.elapsed_ms},
               {"capabilities", std::move(caps)},
-              {"responder_policy", report.responder_policy}};
+              {"responder_policy", report.responder_policy},
+              {"traits", report.traits},
+              {"fingerprint", report.fingerprint}};
 }
 
 namespace {
@@ -111,7 +113,9 @@ void print_table(const ProbeReport& report, bool evidence, std::ostream& out) {
       std::string left(first ? title : "");
       left.resize(title_w, ' ');
       out << left << "  " << line;
-      if (first) out << std::string(kValueWidth - std::min(kValueWidth, line.size()), ' ') << "  " << verdict;
+      if (first)
+        out << std::string(kValueWidth - std::min(kValueWidth, line.size()), ' ') << "  "
+            << verdict;
       out << '\n';
       first = false;
       start = end + 1;
@@ -135,6 +139,7 @@ void print_table(const ProbeReport& report, bool evidence, std::ostream& out) {
     print_wrapped(out, "  ", c.title + " (" + std::string(verdict_name(c.verdict)) + "): " + c.why,
                   96);
   }
+  out << report.fingerprint_text;
 }
 
 }  // namespace rdma_interop::probe

@@ -3,21 +3,31 @@
 // A report is a list of capabilities, one line each in the table: what the peer does
 // (value), whether that is fine for interop (verdict), and the evidence behind it: every
 // probe connection's offer and what came back. --json prints the same report as one
-// object, schema "rdma-interop/probe/1":
+// object, schema "rdma-interop/probe/2" (/1 had a flat responder_policy and no fingerprint):
 //
-//   {"schema":"rdma-interop/probe/1","uri":"tcp://198.18.0.2:7174",
+//   {"schema":"rdma-interop/probe/2","uri":"tcp://198.18.0.2:7174",
 //    "outcome":"probed"|"unreachable"|"not_iwarp"|"rejected",
 //    "detail":"one sentence","connections":23,"elapsed_ms":812.4,
 //    "capabilities":[{"id":"mpa_revisions","title":"MPA revisions answered",
 //                     "value":"2 and 1","verdict":"ok","why":"...","data":{...},
 //                     "evidence":[{"offered":"MPA Request rev 1 ...","came_back":"..."}]}],
-//    "responder_policy":{"revision":2,"crc":"optional",...}}
+//    "responder_policy":{"name":"probed-198.18.0.2-7174","description":"...",
+//                        "mpa":{"revision":2,"crc":"optional",...},"private_data":"siw"},
+//    "traits":{"revision":2,"crc":"optional","rtr_send":"write",...},
+//    "fingerprint":{"verdict":"known"|"ambiguous"|"unknown","behaves_like":["siw"],
+//                   "closest":"siw","summary":"behaves like siw (21 of 21 traits match)",
+//                   "matches":[{"name":"siw","source":"drivers/...","matched":21,
+//                               "compared":21,"score":1.0,"differs":[],
+//                               "settings_differ":[{"trait":"ird","peer":128,
+//                                                   "personality":16}]}]}}
 //
 // Verdicts: ok (what the RFCs ask for), note (allowed, but it limits what peers can do),
 // warn (a known interop hazard), fail (against the RFCs), n/a (does not apply to this peer
-// or provider), not_tested (could not be probed; "why" says why). "responder_policy" names,
-// in personality-file terms (core/cm/personality.h), every setting a responder shows from
-// outside; a key is null when it could not be found out.
+// or provider), not_tested (could not be probed; "why" says why). "responder_policy" is a
+// personality file (core/cm/personality.h) naming every setting a responder shows from
+// outside; a key is null when it could not be found out, and the file loads as it is
+// (`rdma-probe serve --personality ./saved.json` replays the peer). "traits" and
+// "fingerprint" say which known personality the peer behaves like (fingerprint.h).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +39,7 @@
 
 namespace rdma_interop::probe {
 
-inline constexpr std::string_view kProbeSchema = "rdma-interop/probe/1";
+inline constexpr std::string_view kProbeSchema = "rdma-interop/probe/2";
 
 enum class Verdict : std::uint8_t { kOk, kNote, kWarn, kFail, kNotApplicable, kNotTested };
 std::string_view verdict_name(Verdict v);  // "ok", "note", "warn", "fail", "n/a", "not_tested"
@@ -44,7 +54,7 @@ struct Capability {
   std::string title;  // "MPA revisions answered"
   std::string value;  // "2 and 1"
   Verdict verdict = Verdict::kNotTested;
-  std::string why;    // the verdict's reason, when not plain ok
+  std::string why;  // the verdict's reason, when not plain ok
   nlohmann::ordered_json data = nlohmann::ordered_json::object();  // the value, for machines
   std::vector<Evidence> evidence;
 };
@@ -67,7 +77,14 @@ struct ProbeReport {
   int connections = 0;
   double elapsed_ms = 0;
   std::vector<Capability> capabilities;
-  nlohmann::ordered_json responder_policy = nlohmann::ordered_json::object();
+  // A personality file (core/cm/personality.h) describing the peer as a responder: it loads
+  // as it is (null: not found out), so a peer can be probed, saved and served again.
+  nlohmann::ordered_json responder_policy = nullptr;
+  // What the fingerprint compared (fingerprint.h's traits), and its verdict; null when the
+  // peer was not probed.
+  nlohmann::ordered_json traits = nullptr;
+  nlohmann::ordered_json fingerprint = nullptr;
+  std::string fingerprint_text;  // the STACK section of the table
 };
 
 nlohmann::ordered_json to_json(const ProbeReport& report);

@@ -19,7 +19,8 @@ double ms_since(Clock::time_point start) {
 std::string describe(const RawAnswer& answer) {
   std::string text(kind_name(answer.kind));
   text += ": " + answer.detail;
-  if (answer.kind == RawAnswer::Kind::kReply && answer.reply && !answer.reply->private_data.empty()) {
+  if (answer.kind == RawAnswer::Kind::kReply && answer.reply &&
+      !answer.reply->private_data.empty()) {
     text += ", private data \"" + printable_prefix(answer.reply->private_data) + "\"";
   }
   char ms[32];
@@ -47,7 +48,8 @@ Evidence Attempt::evidence() const {
   if (info) {
     e.came_back = wire::to_string(info->received_frame);
     if (!info->received_frame.private_data.empty()) {
-      e.came_back += ", private data \"" + printable_prefix(info->received_frame.private_data) + "\"";
+      e.came_back +=
+          ", private data \"" + printable_prefix(info->received_frame.private_data) + "\"";
     }
     e.came_back += "; established (" + cm::to_string(info->params) + ")";
     if (info->fell_back_to_revision1) e.came_back += " after a revision-1 retry";
@@ -86,7 +88,19 @@ cm::MpaPolicy ProbeSession::plain_policy(std::uint8_t revision) const {
   p.markers_supported = true;
   p.peer_to_peer = cm::PeerToPeer::kWhenAsked;  // an initiator asks only in kOn
   p.rtr_offer = {.send = true, .write = true, .read = true};
-  p.ird = wire::kMpaIrdOrdMask;
+  if (revision == wire::kMpaRevision2 && p2p_offer_) {
+    p.peer_to_peer = cm::PeerToPeer::kOn;
+    p.rtr_offer = *p2p_offer_;
+  }
+  if (revision == wire::kMpaRevision1 && revision1_rtr_) {
+    p.rtr_in_revision1 = true;
+    p.rtr_offer = cm::RtrSet{.send = *revision1_rtr_ == cm::RtrType::kSend,
+                             .write = *revision1_rtr_ == cm::RtrType::kWrite,
+                             .read = *revision1_rtr_ == cm::RtrType::kRead};
+  }
+  // erdma speaks nothing but 129 (cm::validate wants it to say so).
+  if (revision == wire::kMpaRevisionErdma) p.on_newer_revision = cm::OnNewerRevision::kClose;
+  p.ird = wire::kMpaIrdOrdMask - 1;
   p.ord = 1;
   p.strict_ird_ord = false;
   p.private_data_limit = wire::kMpaMaxPrivateDataRfc;
@@ -120,8 +134,8 @@ bool ProbeSession::start(std::string_view what) {
 }
 
 std::optional<RawAnswer> ProbeSession::raw(const wire::MpaFrame& request, std::string_view what) {
-  auto bytes = wire::encode_mpa_frame(request, {.private_data_limit = wire::kMpaMaxPrivateDataRfc,
-                                                .reject_reserved_bits = false});
+  auto bytes = wire::encode_mpa_frame(
+      request, {.private_data_limit = wire::kMpaMaxPrivateDataRfc, .reject_reserved_bits = false});
   if (!bytes || !start(what)) return std::nullopt;
   return send_raw_request(s_.uri.host, s_.uri.port, *bytes, s_.timeout, s_.first_fpdu_delay);
 }

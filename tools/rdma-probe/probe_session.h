@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/cm/mpa_policy.h"
+#include "core/cm/personality.h"
 #include "core/transport/provider.h"
 #include "tools/rdma-probe/interop_exchange.h"
 #include "tools/rdma-probe/probe_report.h"
@@ -37,14 +38,16 @@ struct ProbeSettings {
   // Called before each connection: its number (1-based) and what it asks.
   std::function<void(int, std::string_view)> progress;
   const std::atomic<bool>* cancel = nullptr;
+  // The personalities the fingerprint compares the peer with (fingerprint.h).
+  std::vector<cm::Personality> known;
 };
 
 // One provider connection's outcome. `offered` is the Request the provider sent (for a
 // revision-1 retry, the first one).
 struct Attempt {
   wire::MpaFrame offered;
-  std::optional<transport::ConnectionInfo> info;   // set when established
-  std::optional<transport::ConnectError> error;    // set when not
+  std::optional<transport::ConnectionInfo> info;  // set when established
+  std::optional<transport::ConnectError> error;   // set when not
   double elapsed_ms = 0;
   bool established() const { return info.has_value(); }
   Evidence evidence() const;
@@ -69,9 +72,14 @@ class ProbeSession {
   std::string why_not() const;  // a sentence, when can_connect() is false
 
   // The plain offer every probe starts from: revision `revision`, CRC when asked, markers
-  // supported but not asked for, no peer-to-peer, our IRD at its 14-bit maximum and ORD 1
-  // (so any responder's IRD and ORD come back unlowered, and a strict one is satisfied).
+  // supported but not asked for, no peer-to-peer, our IRD 0x3ffe and ORD 1 (so any
+  // responder's IRD and ORD come back unlowered, and a strict one is satisfied; 0x3ffe, not
+  // the 14-bit maximum 0x3fff, which irdma reads as "no IRD/ORD negotiation"). What the peer
+  // turned out to need is added: peer-to-peer in revision 2 when it refuses a Request
+  // without it (irdma), its RTR in revision 1 when it waits for one (iw_cxgb4).
   cm::MpaPolicy plain_policy(std::uint8_t revision = 2) const;
+  void require_peer_to_peer(cm::RtrSet offer) { p2p_offer_ = offer; }
+  void use_revision1_rtr(cm::RtrType type) { revision1_rtr_ = type; }
   static std::vector<std::uint8_t> plain_private_data();
 
   // A raw Request (tcp only). nullopt when the budget is spent.
@@ -85,6 +93,8 @@ class ProbeSession {
 
   const ProbeSettings& s_;
   transport::Provider& provider_;
+  std::optional<cm::RtrSet> p2p_offer_;
+  std::optional<cm::RtrType> revision1_rtr_;
   int count_ = 0;
   std::chrono::steady_clock::time_point last_start_{};
 };

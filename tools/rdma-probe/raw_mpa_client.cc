@@ -84,9 +84,11 @@ std::string printable_prefix(std::span<const std::uint8_t> bytes, std::size_t ma
 std::string guess_server(std::span<const std::uint8_t> first_bytes) {
   std::string text(first_bytes.begin(), first_bytes.end());
   std::string lower;
-  for (char ch : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  for (char ch : text)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
   // An HTTP/0.9-style answer (no status line) is just the error page.
-  if (text.starts_with("HTTP/") || lower.starts_with("<!doctype html") || lower.starts_with("<html")) {
+  if (text.starts_with("HTTP/") || lower.starts_with("<!doctype html") ||
+      lower.starts_with("<html")) {
     return "an HTTP server";
   }
   if (text.starts_with("SSH-")) return "an SSH server";
@@ -100,8 +102,8 @@ std::string guess_server(std::span<const std::uint8_t> first_bytes) {
 std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in) {
   if (in.empty()) return std::nullopt;
   RawAnswer a;
-  a.first_bytes.assign(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(
-                                                    std::min(in.size(), kKeptBytes)));
+  a.first_bytes.assign(in.begin(),
+                       in.begin() + static_cast<std::ptrdiff_t>(std::min(in.size(), kKeptBytes)));
   auto done = [&](RawAnswer::Kind kind, std::string detail) {
     a.kind = kind;
     a.detail = std::move(detail);
@@ -110,7 +112,8 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in) {
   // Not MPA as soon as the octets so far stop matching the Reply key.
   const auto key_seen = static_cast<std::ptrdiff_t>(std::min(in.size(), wire::kMpaKeyLen));
   if (!std::equal(in.begin(), in.begin() + key_seen, wire::kMpaReplyKey.begin())) {
-    const bool request_key = std::equal(in.begin(), in.begin() + key_seen, wire::kMpaRequestKey.begin());
+    const bool request_key =
+        std::equal(in.begin(), in.begin() + key_seen, wire::kMpaRequestKey.begin());
     return done(RawAnswer::Kind::kNotMpa,
                 request_key ? "answered with an MPA Request key where the Reply belongs"
                             : "answered \"" + printable_prefix(a.first_bytes) +
@@ -118,12 +121,13 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in) {
   }
   if (in.size() < wire::kMpaHeaderLen) return std::nullopt;
   const wire::MpaLimits lenient{.private_data_limit = wire::kMpaMaxPrivateDataRfc,
-                                .reject_reserved_bits = false};
+                                .reject_reserved_bits = false,
+                                .accept_erdma = true};
   auto length = wire::mpa_frame_length(in.first(wire::kMpaHeaderLen), lenient);
   if (!length) {
     a.wire_error = length.error();
-    return done(RawAnswer::Kind::kBadReply,
-                "an MPA Reply that does not decode: " + std::string(wire::describe(length.error())));
+    return done(RawAnswer::Kind::kBadReply, "an MPA Reply that does not decode: " +
+                                                std::string(wire::describe(length.error())));
   }
   if (in.size() < *length) return std::nullopt;
   auto frame = wire::decode_mpa_frame(in.first(*length), lenient);
@@ -137,8 +141,8 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in) {
 }
 
 RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
-                           std::span<const std::uint8_t> request,
-                           std::chrono::milliseconds timeout, std::chrono::milliseconds linger) {
+                           std::span<const std::uint8_t> request, std::chrono::milliseconds timeout,
+                           std::chrono::milliseconds linger) {
   const auto start = Clock::now();
   const auto deadline = start + timeout;
   RawAnswer a;
@@ -162,9 +166,9 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
                   "TCP connect to " + where + ": " + runtime::errno_text(errno));
   }
   if (!wait_for(fd.get(), POLLOUT, deadline)) {
-    return finish(RawAnswer::Kind::kUnreachable,
-                  "TCP connect to " + where + " did not complete in " +
-                      std::to_string(timeout.count()) + " ms");
+    return finish(RawAnswer::Kind::kUnreachable, "TCP connect to " + where +
+                                                     " did not complete in " +
+                                                     std::to_string(timeout.count()) + " ms");
   }
   if (int err = runtime::socket_error(fd.get())) {
     return finish(RawAnswer::Kind::kUnreachable,
@@ -195,9 +199,10 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     if (!wait_for(fd.get(), POLLIN, deadline)) {
       runtime::close_graceful(fd);
       return finish(RawAnswer::Kind::kSilent,
-                    in.empty() ? "no answer in " + std::to_string(timeout.count()) + " ms"
-                               : std::to_string(in.size()) + " octets of an MPA Reply, then nothing for " +
-                                     std::to_string(timeout.count()) + " ms");
+                    in.empty()
+                        ? "no answer in " + std::to_string(timeout.count()) + " ms"
+                        : std::to_string(in.size()) + " octets of an MPA Reply, then nothing for " +
+                              std::to_string(timeout.count()) + " ms");
     }
     std::uint8_t buf[1024];
     auto r = runtime::read_some(fd.get(), buf);
@@ -209,9 +214,9 @@ RawAnswer send_raw_request(const std::string& host, std::uint16_t port,
     }
     if (r.eof) {
       runtime::close_graceful(fd);
-      return finish(RawAnswer::Kind::kClosed, in.empty()
-                                                  ? "closed the connection without answering"
-                                                  : "closed the connection in the middle of a Reply");
+      return finish(RawAnswer::Kind::kClosed,
+                    in.empty() ? "closed the connection without answering"
+                               : "closed the connection in the middle of a Reply");
     }
     if (r.would_block) continue;
     in.insert(in.end(), buf, buf + r.bytes);

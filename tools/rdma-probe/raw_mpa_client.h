@@ -48,7 +48,8 @@ std::optional<RawAnswer> classify_answer(std::span<const std::uint8_t> in);
 
 // Connects to host:port (IPv4 address or name), sends `request` (encoded MPA frame octets)
 // and waits up to `timeout` in all for the answer. The Reply is decoded leniently (reserved
-// bits kept, private data up to 512 octets) so that what the peer did can be reported.
+// bits kept, private data up to 512 octets, erdma's revision 129 read with its extension) so
+// that what the peer did can be reported.
 // After a Reply the connection stays open `linger` before the FIN (octets arriving meanwhile
 // are read and dropped): kernel siw sends its Reply before it hands the socket to its queue
 // pair, and a close inside that window crashes iw_cm (BUG at iwcm.c:969) - the same window
