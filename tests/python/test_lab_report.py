@@ -28,11 +28,20 @@ from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
 PAIRS = [["n1", "n2"], ["n1", "n3"], ["n2", "n3"]]
 SERVICES = [{"node": "n2", "personality": "siw", "uri": "tcp://198.18.0.3:7300"},
             {"node": "n3", "personality": "siw", "uri": "tcp://198.18.0.4:7300"}]
-PROBE = {"schema": "rdma-interop/probe/1", "outcome": "probed",
+PROBE = {"schema": "rdma-interop/probe/2", "outcome": "probed",
          "detail": "probed an iWARP peer speaking MPA revision 2",
-         "responder_policy": {"revision": 2, "peer_to_peer": "accepted",
-                              "rtr_accepted": ["write", "read"], "crc": "optional",
-                              "ird": 16, "ord": 16}}
+         "responder_policy": {"name": "probed-198.18.0.3-7300", "description": "...",
+                              "mpa": {"revision": 2, "peer_to_peer": "when-asked",
+                                      "rtr_accepted": ["write", "read"], "crc": "optional",
+                                      "ird": 16, "ord": 16},
+                              "private_data": "siw"},
+         "fingerprint": {"verdict": "known", "behaves_like": ["siw"], "closest": "siw",
+                         "summary": "behaves like siw (21 of 21 traits match)", "matches": []}}
+# What a node with an older toolkit reports: a flat responder_policy and no fingerprint.
+PROBE_V1 = {"schema": "rdma-interop/probe/1", "outcome": "probed", "detail": "...",
+            "responder_policy": {"revision": 2, "peer_to_peer": "accepted",
+                                 "rtr_accepted": ["write", "read"], "crc": "optional",
+                                 "ird": 16, "ord": 16}}
 
 
 def matrix(fail: bool = False) -> InteropMatrix:
@@ -77,7 +86,8 @@ def test_every_pair_present_and_passing_exits_0_with_the_overview(tmp_path: Path
     assert overview[3] == ["n2", "-", "OK 3/3"]
     assert "9 cases over 3 pairs: 6 pass, 3 expected-fail, 0 fail, 0 skip" in text
     assert "== n1 -> n3 ==" in text and "PASS write" in text
-    assert "n3   | siw         | tcp://198.18.0.4:7300 | probed  | 2        | accepted" in text
+    assert ("n3   | siw         | tcp://198.18.0.4:7300 | probed  | 2        | when-asked   | "
+            "write, read  | optional | 16/16   | siw") in text
     doc = json.loads((tmp_path / "lab-matrix.json").read_text())
     assert doc["schema"] == LAB_MATRIX_SCHEMA and doc["controller"] == "n1"
     assert doc["summary"] == {"pairs": 3, "missing": 0, "services": 2, "services_missing": 0,
@@ -85,6 +95,8 @@ def test_every_pair_present_and_passing_exits_0_with_the_overview(tmp_path: Path
     assert [p["status"] for p in doc["pairs"]] == ["ok"] * 3
     assert InteropMatrix.from_json(doc["pairs"][0]["matrix"]).get("siw", "siw") is not None
     assert doc["services"][0]["responder_policy"]["rtr_accepted"] == ["write", "read"]
+    assert doc["services"][0]["behaves_like"] == ["siw"]
+    assert doc["services"][0]["stack"] == "behaves like siw (21 of 21 traits match)"
     junit = ET.parse(tmp_path / "lab-junit.xml").getroot()
     assert junit.get("tests") == "9" and junit.get("failures") == "0"
     assert [s.get("name") for s in junit.findall("testsuite")] == [
@@ -175,3 +187,13 @@ def test_an_unreadable_device_matrix_is_missing_results(tmp_path: Path,
     (base / "devices" / "device-matrix.json").write_text('{"schema": "rdma-interop/device-matrix/1"')
     assert main([str(base)]) == 3
     assert "Device tier: MISSING" in capsys.readouterr().out
+
+
+def test_an_older_nodes_flat_probe_report_still_shows_its_policy(tmp_path: Path) -> None:
+    from rdma_interop.lab_report import ServiceResult
+    old = ServiceResult("n2", "siw", "tcp://198.18.0.3:7300", PROBE_V1)
+    assert old.policy() == PROBE_V1["responder_policy"]
+    assert old.stack() == "?" and old.to_json()["behaves_like"] is None
+    unknown = dict(PROBE, fingerprint={"verdict": "unknown", "behaves_like": [], "closest": "siw",
+                                       "summary": "unknown stack, closest: siw (...)"})
+    assert ServiceResult("n2", "x", "tcp://a:1", unknown).stack() == "unknown (closest siw)"

@@ -30,7 +30,10 @@ Pure Python (no _core): the control machine needs only this package's source.
                  "matrix": {rdma-interop/matrix/1} | null}],
       "services": [{"node": str, "personality": str, "uri": str,
                     "outcome": "probed" | "unreachable" | "not_iwarp" | "rejected" | "missing",
-                    "detail": str, "responder_policy": {...} | null}],
+                    "detail": str,
+                    "responder_policy": {...} | null,   # the personality file's "mpa" keys
+                    "behaves_like": [str] | null,       # rdma-probe's fingerprint (probe/2)
+                    "stack": str | null}],              # its one-sentence summary
       "devices": {rdma-interop/device-matrix/1} | null  # when the device tier ran
     }
 A FAIL cell of the device matrix counts as a FAIL cell (exit 1).
@@ -114,14 +117,37 @@ class ServiceResult:
         return str(self.probe.get("detail", "")) if self.probe else (self.problem or "")
 
     def policy(self) -> Mapping[str, Any] | None:
+        """The responder's settings in a personality file's "mpa" terms: rdma-probe/2 reports
+        a whole personality file, rdma-probe/1 (an older node's) the flat keys."""
         policy = self.probe.get("responder_policy") if self.probe else None
+        if isinstance(policy, Mapping) and isinstance(policy.get("mpa"), Mapping):
+            policy = policy["mpa"]
         return policy if isinstance(policy, Mapping) else None
+
+    def fingerprint(self) -> Mapping[str, Any] | None:
+        fp = self.probe.get("fingerprint") if self.probe else None
+        return fp if isinstance(fp, Mapping) else None
+
+    def stack(self) -> str:
+        """What the responder behaves like, in a table cell: "siw", "cxgb4-rev1 or
+        freebsd-cxgbe", "unknown (closest siw)"; "?" without a fingerprint."""
+        fp = self.fingerprint()
+        if fp is None:
+            return "?"
+        behaves = [str(n) for n in fp.get("behaves_like") or []]
+        if behaves:
+            return " or ".join(behaves)
+        closest = fp.get("closest")
+        return f"unknown (closest {closest})" if closest else "unknown"
 
     def to_json(self) -> dict[str, Any]:
         policy = self.policy()
+        fp = self.fingerprint()
         return {"node": self.node, "personality": self.personality, "uri": self.uri,
                 "outcome": self.outcome, "detail": self.detail,
-                "responder_policy": dict(policy) if policy is not None else None}
+                "responder_policy": dict(policy) if policy is not None else None,
+                "behaves_like": list(fp.get("behaves_like") or []) if fp is not None else None,
+                "stack": str(fp.get("summary")) if fp is not None else None}
 
 
 @dataclass
@@ -167,7 +193,7 @@ class LabReport:
         if self.services:
             lines += ["", "Responder services, as rdma-probe sees them:"]
             lines += _table(["node", "personality", "uri", "outcome", "revision", "peer-to-peer",
-                             "RTR accepted", "CRC", "IRD/ORD"],
+                             "RTR accepted", "CRC", "IRD/ORD", "behaves like"],
                             [self._service_row(svc) for svc in self.services])
         for pair in self.pairs:
             if pair.matrix is None:
@@ -207,9 +233,9 @@ class LabReport:
 
         ird_ord = f"{shown('ird')}/{shown('ord')}"
         if svc.probe is None:
-            return [svc.node, svc.personality, svc.uri, "MISSING", "", "", "", "", ""]
+            return [svc.node, svc.personality, svc.uri, "MISSING", "", "", "", "", "", ""]
         return [svc.node, svc.personality, svc.uri, svc.outcome, shown("revision"),
-                shown("peer_to_peer"), shown("rtr_accepted"), shown("crc"), ird_ord]
+                shown("peer_to_peer"), shown("rtr_accepted"), shown("crc"), ird_ord, svc.stack()]
 
     # -- JSON and JUnit --------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
