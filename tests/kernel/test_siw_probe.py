@@ -184,6 +184,8 @@ def record(matrix: InteropMatrix, run: ProbeRun) -> None:
     else:
         cell.outcome = Outcome.PASS
     if report is not None and not run.crash_notes:  # past a crash the rows mean nothing
+        fp = report.get("fingerprint") or {}
+        cell.notes.append(f"fingerprint: {fp.get('summary')}")
         cell.notes.append(f"responder_policy: {json.dumps(report.get('responder_policy'))}")
         cell.notes += [f"{c['id']}: {c['verdict']}: {c['value']}"
                        for c in report.get("capabilities", []) if c["verdict"] != "ok"]

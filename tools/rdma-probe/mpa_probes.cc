@@ -1085,53 +1085,86 @@ void probe_revision1_rtr(ProbeSession& s, PeerFacts& f, std::vector<Capability>&
     return;
   }
   // Revision 1 has no RTR (RFC 5044), but iw_cxgb4 with peer2peer waits for its own anyway
-  // (process_mpa_request: revision 1 and peer2peer set p2p_type). One connection starts
-  // with a zero-length RDMA Read, one with a zero-length RDMA Write, each then a zero-length
-  // Read: a peer that needs no RTR serves both, cxgb4 only the one of its type.
-  auto starts_with = [&](RtrType t) -> std::optional<bool> {
+  // (process_mpa_request: revision 1 and peer2peer set p2p_type) and refuses another type
+  // as its "no matching RTR" (MPA code 0x07). One connection starts with a zero-length RDMA
+  // Read, whose Response ends the setup; one with a zero-length RDMA Write, then listens a
+  // moment for a Terminate. Only a refusal with code 0x07 says an RTR is expected: a Read
+  // refused otherwise (kernel siw under rping has IRD 0 in revision 1) says nothing of it.
+  constexpr wire::TerminateCause kNoMatch{wire::TermLayer::kLlp, wire::kMpaEtype,
+                                          wire::kMpaCodeNoMatchingRtr};
+  struct Outcome {
+    bool served = false;
+    bool refused = false;  // with MPA code 0x07
+  };
+  auto first = [&](RtrType t) -> std::optional<Outcome> {
     auto policy = s.plain_policy(1);
     policy.rtr_in_revision1 = true;
     policy.rtr_offer = only(t);
-    bool read_ok = false;
+    Outcome o;
+    std::string after;
+    const auto window =
+        std::min<std::chrono::milliseconds>(s.settings().timeout, std::chrono::milliseconds(300));
     auto a = s.connect(policy, ProbeSession::plain_private_data(),
                        "revision 1, a zero-length " + std::string(cm::rtr_name(t)) + " first",
                        [&](transport::Connection& conn, ExchangeMemory&) {
-                         read_ok = zero_length_read(conn, s.settings().timeout);
+                         const auto until = std::chrono::steady_clock::now() + window;
+                         while (std::chrono::steady_clock::now() < until &&
+                                conn.state() == transport::ConnectionState::kConnected) {
+                           (void)conn.poll_completions(4, std::chrono::milliseconds(20));
+                         }
+                         if (auto term = conn.terminate_received()) {
+                           o.refused = term->cause == kNoMatch;
+                           after = "; then Terminate " + wire::describe(term->cause);
+                         } else if (conn.state() != transport::ConnectionState::kConnected) {
+                           after = "; then the connection ended";
+                         } else {
+                           o.served = true;
+                           after =
+                               "; still connected " + std::to_string(window.count()) + " ms later";
+                         }
                        });
     if (!a) return std::nullopt;
     auto e = a->evidence();
-    e.came_back +=
-        read_ok ? "; a zero-length Read then answered" : "; no zero-length Read answered";
+    e.came_back += after;
     c.evidence.push_back(e);
-    return a->established() && read_ok;
+    if (!a->established()) {
+      o.served = false;
+      o.refused = a->error && a->error->terminate && *a->error->terminate == kNoMatch;
+    }
+    return o;
   };
-  const auto read_first = starts_with(RtrType::kRead);
-  const auto write_first = read_first ? starts_with(RtrType::kWrite) : std::nullopt;
-  if (!read_first || !write_first) {
+  const auto read = first(RtrType::kRead);
+  const auto write = read ? first(RtrType::kWrite) : std::nullopt;
+  json needs = nullptr;
+  if (!read || !write) {
     not_tested(c, s.why_not());
-  } else if (*read_first && *write_first) {
-    c.value = "none needed: it takes a Read or a Write first, as RFC 5044 allows";
+  } else if ((read->served || write->served) && !read->refused && !write->refused) {
+    c.value = "none needed: a zero-length " +
+              std::string(read->served && write->served ? "Read or Write"
+                          : read->served                ? "Read"
+                                                        : "Write") +
+              " may come first, as RFC 5044 allows";
     c.verdict = Verdict::kOk;
-    f.traits["rtr_revision1"] = "none";
+    needs = "none";
     f.responder_policy["rtr_in_revision1"] = false;
-  } else if (*read_first != *write_first) {
-    const RtrType needs = *read_first ? RtrType::kRead : RtrType::kWrite;
-    c.value = "a zero-length " + std::string(cm::rtr_name(needs)) +
-              " first: anything else fails the connection";
+  } else if (read->served != write->served && (read->refused || write->refused)) {
+    const RtrType type = read->served ? RtrType::kRead : RtrType::kWrite;
+    c.value = "a zero-length " + std::string(cm::rtr_name(type)) +
+              " first: the other type is refused with MPA code 0x07 (no matching RTR)";
     c.verdict = Verdict::kWarn;
     c.why =
         "RFC 5044 has no RTR; iw_cxgb4 with peer2peer=1 waits for its p2p_type RTR in "
         "revision 1 too (process_mpa_request), so RFC 5044 initiators fail against it";
-    f.traits["rtr_revision1"] = std::string(cm::rtr_name(needs));
+    needs = std::string(cm::rtr_name(type));
     f.responder_policy["rtr_in_revision1"] = true;
-    f.revision1_rtr = needs;
-    s.use_revision1_rtr(needs);
+    f.revision1_rtr = type;
+    s.use_revision1_rtr(type);
   } else {
-    c.value = "neither a Read nor a Write first is served";
+    c.value = "unclear: neither a zero-length Read nor a Write first is served";
     c.verdict = Verdict::kWarn;
   }
-  c.data = {
-      {"needs", f.traits.contains("rtr_revision1") ? f.traits["rtr_revision1"] : json(nullptr)}};
+  if (!needs.is_null()) f.traits["rtr_revision1"] = needs;
+  c.data = {{"needs", needs}};
   rows.push_back(std::move(c));
 }
 
