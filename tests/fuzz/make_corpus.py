@@ -273,6 +273,14 @@ def handshake_corpus():
         "responder_garbage": responder + b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
         "initiator_reject": initiator + mpa(REP_KEY, R, 2, b"busy"),
         "responder_wrong_rtr": responder + request + fpdu_stream([untagged(SEND, 0, 1)], crc=True),
+        # Decision bits 4-6: a live stack's departures (mpa_policy.h).
+        "irdma_responder_without_p2p": b"\x40\x10\x00\x07"
+        + mpa(REQ_KEY, C | E, 2, ird_ord(ird=8, ord_=8)),
+        "cxgb4_responder_own_type": b"\x40\x20\x00\x07" + request
+        + fpdu_stream([tagged(WRITE, 0, 0)], crc=True),
+        "erdma_responder_rev129": b"\x00\x50\x00\x07"
+        + mpa(REQ_KEY, 0, 129, b"", pd_length=2) + be32(7) + be32(1) + b"fz",
+        "erdma_initiator_rev2_reply": b"\x00\x51\x00\x07" + reply,
     }
 
 
@@ -377,6 +385,9 @@ def probe_answer_corpus():
         "reply_then_fpdu": b"\x30" + rep2 + b"\x00\x12" + b"\x00" * 20,
         "request_key": b"\x08" + mpa(REQ_KEY, E, 2, ird_ord(ird=1, ord_=1)),
         "bad_revision": b"\x01" + mpa(REP_KEY, 0, 7, b""),
+        # erdma's revision 129: 8 octets {cookie, bits} after the header, outside PD_Length.
+        "reply_erdma_rev129": b"\x18" + mpa(REP_KEY, 0, 129, b"", pd_length=5) + be32(0x51)
+        + be32(1) + b"erdma",
         "pd_too_long": b"\x14" + mpa(REP_KEY, 0, 1, b"", pd_length=600),
         "http_400": b"\x04" + b"HTTP/1.0 400 Bad request syntax\r\n\r\n",
         "http_09_page": b"\x02" + b"<!DOCTYPE HTML>\n<html lang=\"en\">",
