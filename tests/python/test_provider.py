@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -161,6 +162,33 @@ def test_shipped_personalities_round_trip_through_the_cpp_policy() -> None:
     assert found["cxgb4"].mpa.rtr_offer == {Rtr.READ}
     assert found["siw"].private_data == b"siw"
     assert MpaPolicy.from_personality("siw") == found["siw"].mpa
+
+
+def test_the_live_stacks_policies_reach_python_as_their_files_say() -> None:
+    from rdma_interop.provider import NoCommonRtr, PeerToPeer, Refusal, RtrReply
+    # The source tree's files: an installed, older set would come first by default.
+    shipped = Path(__file__).resolve().parents[2] / "tools" / "personalities"
+    found = {p.name: p for p in list_personalities([str(shipped)])}
+    irdma, cxgb4, qedr, erdma = (found[n] for n in ("irdma", "cxgb4", "qedr", "erdma"))
+    assert irdma.mpa.peer_to_peer is PeerToPeer.REQUIRED and irdma.mpa.refuse_with is Refusal.RESET
+    assert (irdma.mpa.read_rtr_sink_stag, irdma.mpa.read_rtr_source_stag) == (0xABCD, 0x1234)
+    assert irdma.mpa.ird_ord_sentinel
+    assert cxgb4.mpa.rtr_accepted == {Rtr.WRITE, Rtr.READ} and cxgb4.mpa.rtr_reply is RtrReply.OWN
+    assert cxgb4.mpa.no_common_rtr is NoCommonRtr.DECLINE and cxgb4.mpa.rtr_in_revision1
+    assert qedr.mpa.rtr_reply is RtrReply.ALL_COMMON
+    assert erdma.mpa.revision == 129 and erdma.mpa.echo_reserved_bits
+    assert irdma.source_file.startswith("drivers/infiniband/hw/irdma/cm.c")
+    assert "v6.18.44" in irdma.source_version
+    # A policy with every new key set survives the trip to C++ and back.
+    mine = MpaPolicy(peer_to_peer="required", rtr_offer={"read"}, rtr_accepted={"write", "read"},
+                     rtr_reply="own", no_common_rtr="decline", rtr_check="any",
+                     rtr_from_reply="preference", rtr_in_revision1=True, read_rtr_sink_stag=1,
+                     read_rtr_source_stag=2, refuse_zero_stag_read_rtr=True, refuse_with="reset",
+                     on_malformed_frame="close", on_newer_revision="close",
+                     echo_reserved_bits=True, extension_bits=12, ird_ord_sentinel=True)
+    assert mine.problems() == []
+    assert MpaPolicy._from_core(mine._to_core()) == mine
+    assert MpaPolicy(extension_bits=3).problems()  # only the vendor bits 0x0c
 
 
 def test_unknown_personality_names_the_known_ones() -> None:
