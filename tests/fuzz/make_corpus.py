@@ -353,15 +353,16 @@ def credit_params_corpus():
     # The MPA private data as the peer sent it (credit_params_fuzzer.cc): magic "RICR",
     # version, control receives, receive window, initial receives, reply reserve, max message.
     def params(window=16, initial=16, control=2, max_message=4100, magic=b"RICR", version=1,
-               reserved=0):
-        return magic + bytes([version, control]) + be16(window) + be16(initial) + be16(reserved) \
+               reply_reserve=0):
+        return magic + bytes([version, control]) + be16(window) + be16(initial) + be16(reply_reserve) \
             + be32(max_message)
     return {
         "valid_defaults": params(),
         "valid_with_app_data": params(window=64, initial=8, control=4) + b"node2",
         "valid_extremes": params(window=0xFFFF, initial=0xFFFF, control=0xFF, max_message=0xFFFFFFFF),
         "valid_smallest": params(window=1, initial=0, control=1, max_message=4),
-        "valid_reserved_set": params(reserved=0xBEEF),
+        "valid_reply_reserve": params(reply_reserve=1),
+        "valid_reply_reserve_over_window": params(reply_reserve=0xBEEF),
         "invalid_short": params()[:15],
         "invalid_magic": params(magic=b"RICX"),
         "invalid_version": params(version=2),
