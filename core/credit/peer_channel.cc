@@ -126,6 +126,11 @@ PeerChannel::PeerChannel(const ChannelConfig& config)
       tx_(std::make_unique_for_overwrite<std::uint8_t[]>(std::size_t{buffer_size_} * tx_count_)),
       rx_state_(rx_count_, RxState::kPosted),
       tx_use_(tx_count_, TxUse::kFree),
+      tx_signaled_(tx_count_, false),
+      // Half the data slots: a signaled send is always posted before the unconfirmed ones
+      // could fill the slots data may take (and no completion would come to free them).
+      signal_interval_(
+          std::max<std::uint32_t>(1, (config_.send_queue_depth - config_.control_send_slots) / 2)),
       budget_(CompletionBudget::for_queues(tx_count_, rx_count_)) {
   tx_free_.reserve(tx_count_);
   for (std::uint32_t i = tx_count_; i > 0; --i) tx_free_.push_back(i - 1);
@@ -287,10 +292,36 @@ void PeerChannel::on_receive_completed(std::uint32_t index, std::uint32_t byte_l
   complete_receive(index, byte_len, status);
 }
 
+// A send's completion: it and every send posted before it are done (sends complete in
+// order; one that failed has completed on its own already, flushed).
 void PeerChannel::complete_send(std::uint32_t index, rdmap::WcStatus status) {
   // A completion for a buffer not posted (a provider's bug) is ignored, not trusted.
   if (index >= tx_count_ || tx_use_[index] == TxUse::kFree) return;
+  while (!send_order_.empty()) {
+    const std::uint32_t oldest = send_order_.front();
+    send_order_.pop_front();
+    if (oldest == index) break;
+    confirm_send(oldest, rdmap::WcStatus::kSuccess);  // unsignaled, done before `index`
+  }
+  confirm_send(index, status);
+}
+
+void PeerChannel::posted_send(std::uint32_t index, ChannelAction& post) {
+  post.signaled = ++unsignaled_run_ >= signal_interval_;
+  if (post.signaled) {
+    unsignaled_run_ = 0;
+    ++signaled_outstanding_;
+  }
+  tx_signaled_[index] = post.signaled;
+  send_order_.push_back(index);
+}
+
+void PeerChannel::confirm_send(std::uint32_t index, rdmap::WcStatus status) {
   const TxUse use = std::exchange(tx_use_[index], TxUse::kFree);
+  if (tx_signaled_[index]) {
+    tx_signaled_[index] = false;
+    --signaled_outstanding_;
+  }
   tx_free_.push_back(index);
   --outstanding_send_;
   (void)budget_.release(CompletionKind::kSend);
@@ -344,7 +375,12 @@ void PeerChannel::on_post_refused(const ChannelAction& post, std::string_view wh
       bytes_sent_ -= std::min<std::uint64_t>(bytes_sent_, post.length - kCreditHeaderSize);
       ++lost_;
     }
-    complete_send(post.index, rdmap::WcStatus::kFlushed);
+    // Never posted: out of the order, so it confirms nothing posted before it.
+    if (auto it = std::find(send_order_.begin(), send_order_.end(), post.index);
+        it != send_order_.end()) {
+      send_order_.erase(it);
+    }
+    confirm_send(post.index, rdmap::WcStatus::kFlushed);
   } else if (post.type == ChannelAction::Type::kPostRecv) {
     if (post.index >= rx_count_ || rx_state_[post.index] != RxState::kPosted) return;
     rx_state_[post.index] = RxState::kIdle;
@@ -469,6 +505,7 @@ bool PeerChannel::try_post(std::span<const std::uint8_t> payload,
   bytes_sent_ += payload.size();
   actions_.push_back(
       post_send_action(index, static_cast<std::uint32_t>(encoded.size() + payload.size())));
+  posted_send(index, actions_.back());
   return true;
 }
 
@@ -487,6 +524,7 @@ bool PeerChannel::post_update() {
   tx_use_[index] = TxUse::kControl;
   ++outstanding_send_;
   actions_.push_back(post_send_action(index, static_cast<std::uint32_t>(encoded.size())));
+  posted_send(index, actions_.back());
   return true;
 }
 
@@ -558,6 +596,10 @@ std::string PeerChannel::broken_invariant() const {
   std::uint32_t sending = 0;
   for (const TxUse u : tx_use_) sending += u == TxUse::kFree ? 0 : 1;
   if (sending != outstanding_send_) return "send buffers in use != outstanding sends";
+  if (send_order_.size() != outstanding_send_) return "the posting order lost or doubled a send";
+  std::uint32_t signaled = 0;
+  for (std::uint32_t i = 0; i < tx_count_; ++i) signaled += tx_signaled_[i] ? 1 : 0;
+  if (signaled != signaled_outstanding_) return "signaled sends miscounted";
   if (sending + tx_free_.size() != tx_count_) return "send buffers lost or doubled";
   const CompletionBudgetCounters b = budget_.counters();
   if (b.send_reserved != outstanding_send_ || b.receive_reserved != outstanding_recv_) {

@@ -21,7 +21,12 @@
 //     half ring;
 //   - the completion budget: an entry of the peer's share of the completion queue
 //     (send_queue_depth + receive buffers) is reserved before every post, so the queue
-//     cannot overrun (completion_budget.h).
+//     cannot overrun (completion_budget.h);
+//   - which sends ask for a completion: about one in half the data slots is signaled, as
+//     verbs applications signal every Nth send. Sends on a connection complete in order
+//     (RC, TCP), so a completion confirms every send posted before it; a send that fails
+//     completes on its own (flushed), unsignaled or not. Most messages thus cost the
+//     provider no completion at all.
 //
 // Inputs: the application's calls (send, reply, hold, release, delivered), completions
 // (on_send_completed, on_receive_completed), the connection's end, and the time. Outputs, in
@@ -114,6 +119,7 @@ struct ChannelAction {
   Type type = Type::kPostSend;
   std::uint32_t index = 0;
   std::uint32_t length = 0;
+  bool signaled = true;  // kPostSend: a completion on success too (else only on error)
   std::span<const std::uint8_t> payload;
   wire::TerminateCause cause{};
   std::string detail;
@@ -212,12 +218,17 @@ class PeerChannel {
   const std::string& detail() const { return detail_; }
   std::uint32_t peer_max_payload() const { return peer_max_payload_; }
   bool can_queue() const { return requests_.size() < config_.send_queue_limit; }
-  // Work requests posted and not completed.
+  // Work requests posted and not confirmed (unsignaled sends are confirmed by a later
+  // completion, so some may never be, once the connection is gone).
   std::uint32_t outstanding() const { return outstanding_send_ + outstanding_recv_; }
+  // Of those, the ones that will complete whatever happens: receives and signaled sends. A
+  // caller closing the connection waits for these, not for outstanding().
+  std::uint32_t awaited() const { return outstanding_recv_ + signaled_outstanding_; }
   ChannelCounters counters(TimePoint now) const;
   // Empty when the channel's own invariants hold (and the window's), else which is broken:
   // every receive buffer is in exactly one state; outstanding receives == buffers posted;
-  // sends outstanding + free send buffers == send buffers; budget reserved == outstanding.
+  // sends outstanding + free send buffers == send buffers; budget reserved == outstanding;
+  // the posting order holds every outstanding send once.
   std::string broken_invariant() const;
 
  private:
@@ -250,6 +261,8 @@ class PeerChannel {
   void end(ChannelState state, std::string detail, bool event);
   void terminate_for(CreditError e);
   void complete_send(std::uint32_t index, rdmap::WcStatus status);
+  void confirm_send(std::uint32_t index, rdmap::WcStatus status);
+  void posted_send(std::uint32_t index, ChannelAction& post);
   void complete_receive(std::uint32_t index, std::uint32_t byte_len, rdmap::WcStatus status);
   void note_queue(TimePoint now);
   std::uint32_t held_or_delivering() const;
@@ -262,7 +275,12 @@ class PeerChannel {
   std::unique_ptr<std::uint8_t[]> tx_;
   std::vector<RxState> rx_state_;
   std::vector<TxUse> tx_use_;
+  std::vector<bool> tx_signaled_;
   std::vector<std::uint32_t> tx_free_;
+  std::deque<std::uint32_t> send_order_;  // sends posted and not confirmed, oldest first
+  std::uint32_t signal_interval_ = 1;     // every this many sends, one is signaled
+  std::uint32_t unsignaled_run_ = 0;      // unsignaled sends since the last signaled one
+  std::uint32_t signaled_outstanding_ = 0;
   CompletionBudget budget_;
   std::uint32_t outstanding_send_ = 0;
   std::uint32_t outstanding_recv_ = 0;

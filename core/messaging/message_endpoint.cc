@@ -153,7 +153,7 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
       ch.on_receive_completed(index, wc.byte_len, wc.status, now);
     }
     p->carry_out(lock, handlers);
-    if (ch.outstanding() == 0) p->cv.notify_all();
+    if (ch.awaited() == 0) p->cv.notify_all();
     if (touched.empty() || touched.back() != p) touched.push_back(std::move(p));
   }
 
@@ -238,8 +238,9 @@ struct MessageEndpoint::State : std::enable_shared_from_this<State> {
     for (;;) {
       dispatch();
       std::unique_lock lock(p->mu);
+      // Unsignaled sends that went out complete nowhere: only what must complete is awaited.
       if (p->cv.wait_until(lock, std::min(deadline, Clock::now() + Millis(10)),
-                           [&] { return p->channel.outstanding() == 0; }) ||
+                           [&] { return p->channel.awaited() == 0; }) ||
           Clock::now() >= deadline) {
         break;
       }

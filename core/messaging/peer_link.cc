@@ -91,10 +91,10 @@ void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals
                              std::vector<std::uint32_t>& unhandled) {
   switch (a.type) {
     case ChannelAction::Type::kPostSend: {
-      const rdmap::SendWr wr{
-          make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
-          rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)), a.length,
-                     tx_stag_}};
+      rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
+                       rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)),
+                                  a.length, tx_stag_}};
+      wr.signaled = a.signaled;
       const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
       if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
       return;

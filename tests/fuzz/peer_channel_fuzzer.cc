@@ -11,7 +11,8 @@
 //                 DDP "no buffer", not the channel's business: skipped)
 //   1: send (next octet: payload length)     2: reply to a message with the application
 //   3: hold one                              4: release one
-//   5: the oldest posted send completes (next octet's low bit: flushed)
+//   5: the oldest posted send fails (next octet's low bit), or the oldest signaled one
+//      completes, confirming the unsignaled ones before it
 //   6: flush                                 7: the next post is refused
 //   8: the peer closes in order, or the connection fails (next octet's low bit)
 //   9: a posted receive completes in error  10: the application is done with one (delivered)
@@ -42,7 +43,11 @@ struct Harness {
   }
   PeerChannel ch;
   std::deque<std::uint32_t> rq;  // posted receives, oldest first
-  std::deque<std::uint32_t> sq;  // posted sends, oldest first
+  struct Posted {
+    std::uint32_t index = 0;
+    bool signaled = true;
+  };
+  std::deque<Posted> sq;  // posted sends, oldest first
   std::vector<std::uint32_t> with_app;
   std::vector<ChannelAction> actions;
   bool refuse_next = false;
@@ -66,7 +71,7 @@ struct Harness {
               ch.on_post_refused(a, "refused by the fuzzer");
             } else if (a.type == Type::kPostSend) {
               fuzz_check(a.length <= ch.buffer_size(), "a send longer than its buffer");
-              sq.push_back(a.index);
+              sq.push_back(Posted{a.index, a.signaled});
             } else {
               rq.push_back(a.index);
             }
@@ -157,13 +162,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         break;
       case 5:
-        if (!h.sq.empty()) {
-          const std::uint32_t idx = h.sq.front();
+        // As a provider does: the oldest send fails on its own (flushed); or the oldest
+        // signaled one succeeds, and every unsignaled one before it with it, silently.
+        if (!h.sq.empty() && (in.u8() & 1)) {
+          const std::uint32_t idx = h.sq.front().index;
           h.sq.pop_front();
-          h.ch.on_send_completed(idx,
-                                 (in.u8() & 1) ? rdma_interop::rdmap::WcStatus::kFlushed
-                                               : rdma_interop::rdmap::WcStatus::kSuccess,
-                                 h.now);
+          h.ch.on_send_completed(idx, rdma_interop::rdmap::WcStatus::kFlushed, h.now);
+        } else {
+          while (!h.sq.empty()) {
+            const Harness::Posted sent = h.sq.front();
+            h.sq.pop_front();
+            if (!sent.signaled) continue;
+            h.ch.on_send_completed(sent.index, rdma_interop::rdmap::WcStatus::kSuccess, h.now);
+            break;
+          }
         }
         break;
       case 6:

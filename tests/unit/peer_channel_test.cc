@@ -40,6 +40,7 @@ struct Side {
   struct Sent {
     std::uint32_t index = 0;
     Bytes octets;
+    bool signaled = true;  // completes on success too (else only when it fails)
   };
   std::deque<Sent> sq;  // posted sends not yet on the wire
   std::vector<Bytes> delivered;
@@ -62,7 +63,7 @@ struct Side {
               ch.on_post_refused(a, "refused by the test");
             } else if (a.type == Type::kPostSend) {
               const std::uint8_t* b = ch.send_buffer(a.index);
-              sq.push_back(Sent{a.index, Bytes(b, b + a.length)});
+              sq.push_back(Sent{a.index, Bytes(b, b + a.length), a.signaled});
             } else {
               rq.push_back(a.index);
             }
@@ -100,7 +101,8 @@ struct Pair {
 
   // The oldest send of side `from` reaches the peer: it lands in the peer's oldest posted
   // receive buffer and both sides see their completion (RC: the send completes once the
-  // peer has it). False when nothing is in flight.
+  // peer has it), the sender only if it asked for one (signaled). False when nothing is in
+  // flight.
   bool deliver_one(int from) {
     Side& s = side[from];
     Side& r = side[1 - from];
@@ -117,7 +119,7 @@ struct Pair {
     std::memcpy(r.ch.receive_buffer(into), m.octets.data(), m.octets.size());
     r.ch.on_receive_completed(into, static_cast<std::uint32_t>(m.octets.size()),
                               rdmap::WcStatus::kSuccess, now);
-    s.ch.on_send_completed(m.index, rdmap::WcStatus::kSuccess, now);
+    if (m.signaled) s.ch.on_send_completed(m.index, rdmap::WcStatus::kSuccess, now);
     s.act();
     r.act();
     return true;
@@ -436,6 +438,33 @@ TEST(PeerChannel, APeerThatClosesInOrderIsClosedNotFailed) {
   }
   a.act();
   EXPECT_FALSE(a.has_event(Type::kFailed));
+  EXPECT_TRUE(a.ch.broken_invariant().empty()) << a.ch.broken_invariant();
+}
+
+TEST(PeerChannel, OneSendInHalfTheDataSlotsAsksForACompletionThatConfirmsTheOthers) {
+  Pair p(config(16, 100));  // 18 send buffers, 16 for data: every 8th send is signaled
+  Side& a = p.side[0];
+  for (int i = 0; i < 15; ++i) ASSERT_EQ(a.ch.send(bytes_of("x"), p.now), SendStatus::kOk);
+  a.act();
+  ASSERT_EQ(a.sq.size(), 15u);
+  std::vector<bool> signaled;
+  for (const auto& sent : a.sq) signaled.push_back(sent.signaled);
+  for (std::size_t i = 0; i < signaled.size(); ++i) {
+    EXPECT_EQ(signaled[i], (i + 1) % 8 == 0) << "send " << i;
+  }
+  // Eight reach the peer: the eighth's completion confirms all eight.
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(p.deliver_one(0));
+  EXPECT_EQ(a.ch.counters(p.now).budget.send_reserved, 7u);
+  EXPECT_EQ(a.ch.awaited(), a.ch.receive_buffers() + 0u) << "no signaled send left";
+  EXPECT_TRUE(p.healthy());
+  // The connection fails: each of the seven still posted completes flushed, on its own.
+  a.ch.fail("reset");
+  while (!a.sq.empty()) {
+    a.ch.on_send_completed(a.sq.front().index, rdmap::WcStatus::kFlushed, p.now);
+    a.sq.pop_front();
+  }
+  a.act();
+  EXPECT_EQ(a.ch.counters(p.now).budget.send_reserved, 0u);
   EXPECT_TRUE(a.ch.broken_invariant().empty()) << a.ch.broken_invariant();
 }
 
