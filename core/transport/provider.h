@@ -33,11 +33,13 @@
 //   it is read and written by whichever thread makes progress, as an RNIC would by DMA.
 //   Once destroy (the Connection's destructor) returns, no thread touches it.
 // - Locks, outermost first: an MPA session's (tcp: a connection in setup), a listener's, a
-//   connection's lock (it guards the protocol
-//   engines and the socket), then the event loop's and the completion queue's (leaves: no
-//   call out while held). No waiter is woken while a connection's lock is held: completions
-//   are announced once it is released. No provider lock is held across a callback into the
-//   application.
+//   connection's lock (it guards the protocol engines and the socket; tcp lets go of it
+//   around a write syscall, one writer at a time: connection_core.h), then the event
+//   loop's and the completion queue's (leaves: no call out while held). No waiter is woken
+//   while a connection's lock is held: completions are announced once it is released. No
+//   provider lock is held across a callback into the application. A consumer of a shared
+//   queue that takes locks of its own takes them before these (the message endpoint:
+//   message_endpoint.h).
 #pragma once
 
 #include <cstdint>
