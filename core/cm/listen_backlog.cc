@@ -13,8 +13,9 @@ std::vector<std::uint8_t> backlog_full_private_data() {
 }
 
 bool is_backlog_full_marker(std::span<const std::uint8_t> private_data) {
-  return std::ranges::equal(private_data, kBacklogFullMarker,
-                            [](std::uint8_t a, char b) { return a == static_cast<std::uint8_t>(b); });
+  return std::ranges::equal(private_data, kBacklogFullMarker, [](std::uint8_t a, char b) {
+    return a == static_cast<std::uint8_t>(b);
+  });
 }
 
 std::uint32_t default_half_open_limit(std::uint32_t backlog) {
@@ -22,12 +23,16 @@ std::uint32_t default_half_open_limit(std::uint32_t backlog) {
   return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(four, 64, UINT32_MAX));
 }
 
-std::string_view action_name(BacklogActionType t) {
-  switch (t) {
-    case BacklogActionType::kDeliver: return "deliver";
-    case BacklogActionType::kRejectOverflow: return "reject_overflow";
-    case BacklogActionType::kRejectExpired: return "reject_expired";
-    case BacklogActionType::kClose: return "close";
+std::string_view reason_name(BacklogCloseReason r) {
+  switch (r) {
+    case BacklogCloseReason::kNone:
+      return "none";
+    case BacklogCloseReason::kHalfOpenExpired:
+      return "half_open_expired";
+    case BacklogCloseReason::kHalfOpenEvicted:
+      return "half_open_evicted";
+    case BacklogCloseReason::kOverflowDropped:
+      return "overflow_dropped";
   }
   return "unknown";
 }
@@ -38,12 +43,18 @@ std::string_view event_name(BacklogEventType t) {
 
 std::string_view reason_name(BacklogEventReason r) {
   switch (r) {
-    case BacklogEventReason::kRequest: return "request";
-    case BacklogEventReason::kWaited: return "waited";
-    case BacklogEventReason::kAccepted: return "accepted";
-    case BacklogEventReason::kRejected: return "rejected";
-    case BacklogEventReason::kExpired: return "expired";
-    case BacklogEventReason::kAborted: return "aborted";
+    case BacklogEventReason::kRequest:
+      return "request";
+    case BacklogEventReason::kWaited:
+      return "waited";
+    case BacklogEventReason::kAccepted:
+      return "accepted";
+    case BacklogEventReason::kRejected:
+      return "rejected";
+    case BacklogEventReason::kExpired:
+      return "expired";
+    case BacklogEventReason::kAborted:
+      return "aborted";
   }
   return "unknown";
 }
@@ -66,9 +77,12 @@ ListenBacklog::TimePoint ListenBacklog::clamp(TimePoint now) {
 
 ListenBacklog::Queue& ListenBacklog::queue_of(BacklogStage stage) {
   switch (stage) {
-    case BacklogStage::kHalfOpen: return half_open_;
-    case BacklogStage::kPending: return pending_;
-    case BacklogStage::kWaiting: return waiting_;
+    case BacklogStage::kHalfOpen:
+      return half_open_;
+    case BacklogStage::kPending:
+      return pending_;
+    case BacklogStage::kWaiting:
+      return waiting_;
   }
   return half_open_;
 }
@@ -80,7 +94,9 @@ void ListenBacklog::enqueue(BacklogConnId id, Entry& e, BacklogStage stage, Time
   queue_of(stage).emplace(e.seq, id);
 }
 
-void ListenBacklog::dequeue(const Entry& e) { queue_of(e.stage).erase(e.seq); }
+void ListenBacklog::dequeue(const Entry& e) {
+  queue_of(e.stage).erase(e.seq);
+}
 
 void ListenBacklog::emit(BacklogEventType type, BacklogConnId id, BacklogEventReason reason) {
   if (events_.size() == kMaxEvents) {
@@ -107,7 +123,7 @@ std::vector<BacklogAction> ListenBacklog::on_tcp_accepted(BacklogConnId id, Time
     entries_.erase(victim);
     counters_.half_open--;
     counters_.half_open_evicted++;
-    actions.push_back({BacklogActionType::kClose, victim});
+    actions.push_back({BacklogActionType::kClose, victim, BacklogCloseReason::kHalfOpenEvicted});
   }
   Entry& e = entries_[id];
   enqueue(id, e, BacklogStage::kHalfOpen, now + config_.request_timeout);
@@ -230,7 +246,7 @@ std::vector<BacklogAction> ListenBacklog::on_timer(TimePoint now) {
   while (!half_open_.empty()) {
     auto it = entries_.find(half_open_.begin()->second);
     if (it->second.deadline > now) break;
-    actions.push_back({BacklogActionType::kClose, it->first});
+    actions.push_back({BacklogActionType::kClose, it->first, BacklogCloseReason::kHalfOpenExpired});
     dequeue(it->second);
     entries_.erase(it);
     counters_.half_open--;
@@ -241,7 +257,7 @@ std::vector<BacklogAction> ListenBacklog::on_timer(TimePoint now) {
   while (!waiting_.empty()) {
     auto it = entries_.find(waiting_.begin()->second);
     if (it->second.deadline > now) break;
-    actions.push_back({BacklogActionType::kClose, it->first});
+    actions.push_back({BacklogActionType::kClose, it->first, BacklogCloseReason::kOverflowDropped});
     dequeue(it->second);
     entries_.erase(it);
     counters_.overflow_waiting--;

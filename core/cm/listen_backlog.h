@@ -80,26 +80,36 @@ enum class BacklogActionType : std::uint8_t {
   kClose,           // close without an answer: half-open expired or evicted, or a Request
                     // that waited for a slot too long (kDrop)
 };
-std::string_view action_name(BacklogActionType t);  // "deliver", "reject_overflow", ...
+
+// Why a connection is closed without an answer (kClose), so the transport reports it without
+// working it out: the engine counted it as exactly one of these.
+enum class BacklogCloseReason : std::uint8_t {
+  kNone,             // not a kClose
+  kHalfOpenExpired,  // no complete Request within request_timeout (half_open_expired)
+  kHalfOpenEvicted,  // the oldest half-open connection, the queue being full (half_open_evicted)
+  kOverflowDropped,  // a Request that waited over the backlog too long (overflow_dropped)
+};
+std::string_view reason_name(BacklogCloseReason r);  // "half_open_expired", ...
 
 struct BacklogAction {
   BacklogActionType type = BacklogActionType::kClose;
   BacklogConnId id = 0;
+  BacklogCloseReason reason = BacklogCloseReason::kNone;
   friend bool operator==(const BacklogAction&, const BacklogAction&) = default;
 };
 
 // backlog_added / backlog_removed: a slot taken or freed, for the application.
 enum class BacklogEventType : std::uint8_t { kAdded, kRemoved };
 enum class BacklogEventReason : std::uint8_t {
-  kRequest,    // added: a Request arrived and found a free slot
-  kWaited,     // added: a Request that waited over the backlog (kDrop) got a freed slot
-  kAccepted,   // removed: the application accepted
-  kRejected,   // removed: the application rejected
-  kExpired,    // removed: decision_timeout passed
-  kAborted,    // removed: the peer went away (or the listener closed) before a decision
+  kRequest,   // added: a Request arrived and found a free slot
+  kWaited,    // added: a Request that waited over the backlog (kDrop) got a freed slot
+  kAccepted,  // removed: the application accepted
+  kRejected,  // removed: the application rejected
+  kExpired,   // removed: decision_timeout passed
+  kAborted,   // removed: the peer went away (or the listener closed) before a decision
 };
-std::string_view event_name(BacklogEventType t);      // "backlog_added", "backlog_removed"
-std::string_view reason_name(BacklogEventReason r);   // "request", "waited", "accepted", ...
+std::string_view event_name(BacklogEventType t);     // "backlog_added", "backlog_removed"
+std::string_view reason_name(BacklogEventReason r);  // "request", "waited", "accepted", ...
 
 struct BacklogEvent {
   BacklogEventType type = BacklogEventType::kAdded;

@@ -32,27 +32,8 @@ BacklogConfig config(std::uint32_t backlog, BacklogOverflow overflow,
 // Every invariant in backlog_counters.h, plus what the engine's queues say.
 ::testing::AssertionResult invariants_hold(const ListenBacklog& b) {
   const BacklogCounters c = b.counters();
-  const std::uint64_t leaving = c.pending + c.overflow_waiting + c.accepted + c.rejected_by_app +
-                                c.pending_expired + c.pending_aborted + c.overflow_rejected +
-                                c.overflow_dropped;
-  if (c.requests != leaving) {
-    return ::testing::AssertionFailure() << "requests " << c.requests << " != " << leaving;
-  }
-  const std::uint64_t half = c.half_open + c.half_open_completed + c.half_open_expired +
-                             c.half_open_aborted + c.half_open_evicted;
-  if (c.half_open_opened != half) {
-    return ::testing::AssertionFailure() << "half_open_opened " << c.half_open_opened
-                                         << " != " << half;
-  }
-  if (c.pending > c.backlog || c.high_water > c.backlog || c.pending > c.high_water) {
-    return ::testing::AssertionFailure() << "pending " << c.pending << " high_water "
-                                         << c.high_water << " backlog " << c.backlog;
-  }
-  if (c.half_open > c.half_open_limit) {
-    return ::testing::AssertionFailure() << "half_open " << c.half_open << " over the limit";
-  }
-  if (c.overflow_waiting > 0 && c.pending < c.backlog) {
-    return ::testing::AssertionFailure() << "a Request waits while a slot is free";
+  if (const std::string broken = c.broken_invariant(); !broken.empty()) {
+    return ::testing::AssertionFailure() << broken;
   }
   std::uint32_t stages[3] = {0, 0, 0};
   for (const auto id : b.ids()) stages[static_cast<int>(*b.stage_of(id))]++;
@@ -60,6 +41,25 @@ BacklogConfig config(std::uint32_t backlog, BacklogOverflow overflow,
     return ::testing::AssertionFailure() << "queues disagree with the counters";
   }
   return ::testing::AssertionSuccess();
+}
+
+TEST(ListenBacklog, BrokenCountersAreNamedWithTheirFigures) {
+  BacklogCounters c;
+  c.backlog = 2;
+  EXPECT_EQ(c.broken_invariant(), "");
+  c.requests = 1;
+  EXPECT_EQ(c.broken_invariant(), "requests 1 != the 0 pending, waiting or gone");
+  c.accepted = 1;
+  c.overflow_waiting = 1;
+  c.requests = 2;
+  EXPECT_EQ(c.broken_invariant(), "1 Requests wait while 2 slots are free");
+  c.pending = 2;
+  c.requests = 4;
+  EXPECT_NE(c.broken_invariant().find("not pending <= high_water <= backlog"), std::string::npos);
+  c.high_water = 2;
+  EXPECT_EQ(c.broken_invariant(), "");
+  c.half_open_opened = 1;
+  EXPECT_EQ(c.broken_invariant(), "half_open_opened 1 != the 0 half-open or gone");
 }
 
 TEST(ListenBacklog, MarkerIsExactlyTheDocumentedOctets) {
@@ -90,8 +90,7 @@ TEST(ListenBacklog, RequestTakesASlotUntilTheApplicationDecides) {
   EXPECT_EQ(b.counters().pending, 1u);
   // Reading the request is not deciding: the slot stays taken, the next one overflows.
   b.on_tcp_accepted(2, t0);
-  EXPECT_EQ(b.on_request_complete(2, t0),
-            (std::vector<BacklogAction>{{Type::kRejectOverflow, 2}}));
+  EXPECT_EQ(b.on_request_complete(2, t0), (std::vector<BacklogAction>{{Type::kRejectOverflow, 2}}));
   EXPECT_TRUE(b.on_accepted(1).empty());
   EXPECT_EQ(b.counters().pending, 0u);
   EXPECT_EQ(b.counters().accepted, 1u);
@@ -99,7 +98,8 @@ TEST(ListenBacklog, RequestTakesASlotUntilTheApplicationDecides) {
   EXPECT_EQ(b.counters().high_water, 1u);
   const auto events = b.take_events();
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0], (BacklogEvent{BacklogEventType::kAdded, 1, BacklogEventReason::kRequest, 1}));
+  EXPECT_EQ(events[0],
+            (BacklogEvent{BacklogEventType::kAdded, 1, BacklogEventReason::kRequest, 1}));
   EXPECT_EQ(events[1],
             (BacklogEvent{BacklogEventType::kRemoved, 1, BacklogEventReason::kAccepted, 0}));
   EXPECT_TRUE(invariants_hold(b));
@@ -130,7 +130,8 @@ TEST(ListenBacklog, WaitingRequestExpiresUnansweredAndIsCountedDropped) {
   b.on_request_complete(2, t0 + milliseconds(10));
   EXPECT_EQ(b.next_deadline(), t0 + milliseconds(310));
   EXPECT_TRUE(b.on_timer(t0 + milliseconds(309)).empty());
-  EXPECT_EQ(b.on_timer(t0 + milliseconds(310)), (std::vector<BacklogAction>{{Type::kClose, 2}}));
+  EXPECT_EQ(b.on_timer(t0 + milliseconds(310)),
+            (std::vector<BacklogAction>{{Type::kClose, 2, BacklogCloseReason::kOverflowDropped}}));
   EXPECT_EQ(b.counters().overflow_dropped, 1u);
   EXPECT_TRUE(invariants_hold(b));
 }
@@ -161,7 +162,7 @@ TEST(ListenBacklog, FullHalfOpenQueueEvictsTheOldest) {
   b.on_tcp_accepted(1, t0);
   b.on_tcp_accepted(2, t0 + milliseconds(1));
   EXPECT_EQ(b.on_tcp_accepted(3, t0 + milliseconds(2)),
-            (std::vector<BacklogAction>{{Type::kClose, 1}}));
+            (std::vector<BacklogAction>{{Type::kClose, 1, BacklogCloseReason::kHalfOpenEvicted}}));
   EXPECT_EQ(b.counters().half_open, 2u);
   EXPECT_EQ(b.counters().half_open_evicted, 1u);
   EXPECT_FALSE(b.stage_of(1));
@@ -174,7 +175,8 @@ TEST(ListenBacklog, HalfOpenNeverTakesASlotAndExpiresAfterTheRequestTimeout) {
   b.on_tcp_accepted(1, t0);
   EXPECT_EQ(b.counters().pending, 0u);
   EXPECT_EQ(b.next_deadline(), t0 + milliseconds(100));
-  EXPECT_EQ(b.on_timer(t0 + milliseconds(100)), (std::vector<BacklogAction>{{Type::kClose, 1}}));
+  EXPECT_EQ(b.on_timer(t0 + milliseconds(100)),
+            (std::vector<BacklogAction>{{Type::kClose, 1, BacklogCloseReason::kHalfOpenExpired}}));
   EXPECT_EQ(b.counters().half_open_expired, 1u);
   EXPECT_FALSE(b.next_deadline());
   b.on_tcp_accepted(2, t0 + milliseconds(100));
@@ -195,7 +197,9 @@ TEST(ListenBacklog, TimeGoingBackwardsIsTakenAsTheLatestTime) {
 // every action names an id in the state it implies, and the events replay to `pending`.
 void random_exactness(BacklogOverflow overflow, std::uint32_t seed) {
   std::mt19937 rng(seed);
-  auto pick = [&](std::uint32_t n) { return std::uniform_int_distribution<std::uint32_t>(0, n - 1)(rng); };
+  auto pick = [&](std::uint32_t n) {
+    return std::uniform_int_distribution<std::uint32_t>(0, n - 1)(rng);
+  };
   const std::uint32_t backlog = 1 + pick(6);
   ListenBacklog b(config(backlog, overflow, 1 + pick(12)));
   TimePoint now = t0;
@@ -212,15 +216,23 @@ void random_exactness(BacklogOverflow overflow, std::uint32_t seed) {
       return *it;
     };
     switch (op) {
-      case 0: case 1: {
+      case 0:
+      case 1: {
         const BacklogConnId id = next_id++;
         open.insert(id);
         actions = b.on_tcp_accepted(id, now);
         break;
       }
-      case 2: case 3: actions = b.on_request_complete(any_open(), now); break;
-      case 4: actions = b.on_accepted(any_open()); break;
-      case 5: actions = b.on_rejected(any_open()); break;
+      case 2:
+      case 3:
+        actions = b.on_request_complete(any_open(), now);
+        break;
+      case 4:
+        actions = b.on_accepted(any_open());
+        break;
+      case 5:
+        actions = b.on_rejected(any_open());
+        break;
       case 6: {
         const BacklogConnId id = any_open();
         actions = b.on_peer_gone(id);

@@ -993,7 +993,8 @@ class BacklogCounters:
     ``requests == pending + overflow_waiting + accepted + rejected_by_app + pending_expired
     + pending_aborted + overflow_rejected + overflow_dropped`` and ``half_open_opened ==
     half_open + half_open_completed + half_open_expired + half_open_aborted +
-    half_open_evicted``; ``pending <= backlog``."""
+    half_open_evicted``; ``pending <= high_water <= backlog`` (broken_invariant() says which
+    fails)."""
 
     backlog: int
     pending: int
@@ -1019,26 +1020,16 @@ class BacklogCounters:
         """TCP connections the listener accepted (every one starts half-open)."""
         return self.half_open_opened
 
+    def broken_invariant(self) -> str:
+        """Empty when every invariant holds, else which is broken (the C++ check,
+        BacklogCounters::broken_invariant: the one copy of the invariants)."""
+        core = _core.BacklogCounters()
+        for f in self.__dataclass_fields__:
+            setattr(core, f, getattr(self, f))
+        return str(core.broken_invariant())
+
     def invariants_hold(self) -> bool:
-        return (
-            self.requests
-            == self.pending
-            + self.overflow_waiting
-            + self.accepted
-            + self.rejected_by_app
-            + self.pending_expired
-            + self.pending_aborted
-            + self.overflow_rejected
-            + self.overflow_dropped
-            and self.half_open_opened
-            == self.half_open
-            + self.half_open_completed
-            + self.half_open_expired
-            + self.half_open_aborted
-            + self.half_open_evicted
-            and self.pending <= self.backlog
-            and self.high_water <= self.backlog
-        )
+        return not self.broken_invariant()
 
     @classmethod
     def _from_core(cls, core: Any) -> BacklogCounters:

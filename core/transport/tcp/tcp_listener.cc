@@ -119,7 +119,6 @@ void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
     if (it == ids_.end() || closed_) {
       work.push_back({session, cm::BacklogActionType::kClose});
     } else {
-      if (auto t = sessions_.find(it->second); t != sessions_.end()) t->second.requested = true;
       work = settle_locked(backlog_.on_request_complete(it->second, runtime::Clock::now()));
     }
   }
@@ -139,7 +138,7 @@ void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
     if (result.error && result.error->failure == cm::CmFailure::kRequestTimeout) {
       // The handshake's request timeout and the engine's half-open expiry are one deadline:
       // count it as the expiry it is, not as the peer going away.
-      work = settle_locked(backlog_.on_timer(runtime::Clock::now()), true);
+      work = settle_locked(backlog_.on_timer(runtime::Clock::now()));
     }
     auto more = settle_locked(backlog_.on_peer_gone(id));
     work.insert(work.end(), more.begin(), more.end());
@@ -195,7 +194,7 @@ bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
 }
 
 std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
-    const std::vector<cm::BacklogAction>& actions, bool expiry) {
+    const std::vector<cm::BacklogAction>& actions) {
   // Events first: their peer addresses come from sessions the actions below may forget.
   for (const auto& e : backlog_.take_events()) {
     const auto it = sessions_.find(e.id);
@@ -222,19 +221,25 @@ std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
                                                "marker"));
         break;
       case cm::BacklogActionType::kClose:
-        if (it->second.requested) {
-          record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
-                                                 "over the backlog (drop policy) for longer "
-                                                 "than the overflow timeout: closed"));
-        } else if (expiry) {
-          record_failure(session, listener_error(cm::CmFailure::kRequestTimeout,
-                                                 "no complete MPA Request within " +
-                                                     std::to_string(policy_.request_timeout.count()) +
-                                                     " ms"));
-        } else {
-          record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
-                                                 "evicted: the half-open queue was full and "
-                                                 "this was its oldest connection"));
+        switch (a.reason) {
+          case cm::BacklogCloseReason::kOverflowDropped:
+            record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
+                                                   "over the backlog (drop policy) for longer "
+                                                   "than the overflow timeout: closed"));
+            break;
+          case cm::BacklogCloseReason::kHalfOpenExpired:
+            record_failure(
+                session,
+                listener_error(cm::CmFailure::kRequestTimeout,
+                               "no complete MPA Request within " +
+                                   std::to_string(policy_.request_timeout.count()) + " ms"));
+            break;
+          case cm::BacklogCloseReason::kHalfOpenEvicted:
+          case cm::BacklogCloseReason::kNone:
+            record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
+                                                   "evicted: the half-open queue was full and "
+                                                   "this was its oldest connection"));
+            break;
         }
         break;
       case cm::BacklogActionType::kRejectExpired:
@@ -314,15 +319,14 @@ void ListenerCore::on_timer() {
   std::vector<Deferred> work;
   {
     std::lock_guard lock(mu_);
-    work = settle_locked(backlog_.on_timer(runtime::Clock::now()), true);
+    work = settle_locked(backlog_.on_timer(runtime::Clock::now()));
   }
   run_deferred(work);
   after_engine();
   wake_acceptors(work);
 }
 
-void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session,
-                                  ConnectError error) {
+void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error) {
   if (failures_.size() == Listener::kMaxSetupFailures) failures_.pop_front();
   const double elapsed =
       std::chrono::duration<double, std::milli>(runtime::Clock::now() - session->started()).count();

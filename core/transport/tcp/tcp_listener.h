@@ -63,7 +63,6 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
   // A session the listener still owns (until it finishes or the listener closes it).
   struct Tracked {
     std::shared_ptr<MpaSession> session;
-    bool requested = false;  // its Request was complete (no longer half-open)
     bool handed_out = false;
   };
   // What to do to a session once mu_ is released (its hooks take mu_).
@@ -76,10 +75,8 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
   void on_finished(const std::shared_ptr<MpaSession>& session, const SetupResult& result);
   // mu_ held: turns the engine's output into ready_ entries, events and failures, and
   // returns the socket work and the deliveries for after the unlock.
-  // `expiry`: the actions come from the engine's timer (a kClose is then an expiry, not an
-  // eviction), for the failure reported.
-  std::vector<Deferred> settle_locked(const std::vector<cm::BacklogAction>& actions,
-                                      bool expiry = false);
+  // A kClose says why (cm::BacklogCloseReason): the failure reported is the engine's count.
+  std::vector<Deferred> settle_locked(const std::vector<cm::BacklogAction>& actions);
   void run_deferred(const std::vector<Deferred>& work);  // mu_ not held
   void after_engine();                                   // event thread, mu_ not held
   // mu_ not held, after after_engine(): one next_request() woken per delivery in `work`.
@@ -102,10 +99,10 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  cm::ListenBacklog backlog_;                                 // guarded by mu_
-  std::unordered_map<cm::BacklogConnId, Tracked> sessions_;   // guarded by mu_
+  cm::ListenBacklog backlog_;                                // guarded by mu_
+  std::unordered_map<cm::BacklogConnId, Tracked> sessions_;  // guarded by mu_
   std::unordered_map<const MpaSession*, cm::BacklogConnId> ids_;
-  std::deque<Handout> ready_;                                 // delivered, not yet taken
+  std::deque<Handout> ready_;  // delivered, not yet taken
   std::deque<Listener::BacklogEvent> events_;
   std::deque<Listener::SetupFailure> failures_;
   bool closed_ = false;
@@ -120,12 +117,8 @@ class TcpListener final : public Listener {
   std::string local_address() const override { return core_->local_address(); }
   std::unique_ptr<PendingConnection> next_request(Millis timeout) override;
   Counters counters() const override { return core_->counters(); }
-  std::vector<BacklogEvent> take_backlog_events() override {
-    return core_->take_backlog_events();
-  }
-  std::vector<SetupFailure> take_setup_failures() override {
-    return core_->take_setup_failures();
-  }
+  std::vector<BacklogEvent> take_backlog_events() override { return core_->take_backlog_events(); }
+  std::vector<SetupFailure> take_setup_failures() override { return core_->take_setup_failures(); }
   void close() override { core_->close(); }
 
  private:
@@ -150,8 +143,8 @@ class TcpPendingConnection final : public PendingConnection {
 
   const wire::MpaFrame& request() const override { return session_->request(); }
   std::string peer_address() const override { return session_->peer_address(); }
-  Expected<std::unique_ptr<Connection>, ConnectError> accept(
-      std::vector<std::uint8_t> private_data, const QpCaps& caps) override;
+  Expected<std::unique_ptr<Connection>, ConnectError> accept(std::vector<std::uint8_t> private_data,
+                                                             const QpCaps& caps) override;
   void reject(std::vector<std::uint8_t> private_data) override;
 
  private:

@@ -7,6 +7,7 @@
 
 #include "core/runtime/event_loop.h"
 #include "core/telemetry/publisher.h"
+#include "core/transport/published_listener.h"
 #include "core/transport/tcp/connection_core.h"
 #include "core/transport/tcp/tcp_connector.h"
 #include "core/transport/tcp/tcp_listener.h"
@@ -36,48 +37,6 @@ std::optional<ConnectError> check_uri(const ProviderUri& where) {
   }
   return std::nullopt;
 }
-
-// A listener as the application sees it, plus its telemetry registration: registered while
-// it lives, unregistered (before the listener goes) when it is destroyed or closed.
-class PublishedListener final : public Listener {
- public:
-  PublishedListener(std::unique_ptr<Listener> inner,
-                    std::shared_ptr<telemetry::Publisher> publisher, cm::BacklogOverflow overflow)
-      : inner_(std::move(inner)) {
-    const std::string address = inner_->local_address();
-    registration_ = telemetry::PublisherRegistration(
-        std::move(publisher), [listener = inner_.get(), address, overflow] {
-          telemetry::ListenerSnapshot s;
-          s.local_address = address;
-          s.scheme = "tcp";
-          s.overflow = overflow;
-          s.counters = listener->counters();
-          return s;
-        });
-  }
-  ~PublishedListener() override { registration_.reset(); }
-
-  std::string local_address() const override { return inner_->local_address(); }
-  std::unique_ptr<PendingConnection> next_request(Millis timeout) override {
-    return inner_->next_request(timeout);
-  }
-  Counters counters() const override { return inner_->counters(); }
-  std::vector<SetupFailure> take_setup_failures() override {
-    return inner_->take_setup_failures();
-  }
-  std::vector<BacklogEvent> take_backlog_events() override {
-    return inner_->take_backlog_events();
-  }
-  void close() override {
-    // A closed listener no longer listens: it leaves backlog-stat at once.
-    registration_.reset();
-    inner_->close();
-  }
-
- private:
-  std::unique_ptr<Listener> inner_;
-  telemetry::PublisherRegistration registration_;
-};
 
 class TcpProvider final : public Provider {
  public:
@@ -118,8 +77,8 @@ class TcpProvider final : public Provider {
     const std::uint32_t half_open_limit = options.half_open_limit != 0
                                               ? options.half_open_limit
                                               : cm::default_half_open_limit(backlog);
-    const int kernel_backlog =
-        static_cast<int>(std::min<std::uint32_t>(std::max<std::uint32_t>(backlog, half_open_limit), 4096));
+    const int kernel_backlog = static_cast<int>(
+        std::min<std::uint32_t>(std::max<std::uint32_t>(backlog, half_open_limit), 4096));
     if (::listen(fd.get(), kernel_backlog) != 0) {
       const int err = errno;
       ConnectError e =
@@ -133,8 +92,8 @@ class TcpProvider final : public Provider {
     if (err != 0) {
       return unexpected(invalid("cannot watch the listening socket: " + runtime::errno_text(err)));
     }
-    return std::unique_ptr<Listener>(std::make_unique<PublishedListener>(
-        std::make_unique<TcpListener>(loop_, std::move(core)), publisher_, options.overflow));
+    return publish_listener(std::make_unique<TcpListener>(loop_, std::move(core)), "tcp",
+                            publisher_, options.overflow);
   }
 
   Expected<std::unique_ptr<Connection>, ConnectError> connect(
@@ -167,6 +126,8 @@ class TcpProvider final : public Provider {
 
 }  // namespace
 
-std::unique_ptr<Provider> make_tcp_provider() { return std::make_unique<TcpProvider>(); }
+std::unique_ptr<Provider> make_tcp_provider() {
+  return std::make_unique<TcpProvider>();
+}
 
 }  // namespace rdma_interop::transport::tcp

@@ -2,7 +2,9 @@
 
 #include <thread>
 
+#include "core/telemetry/publisher.h"
 #include "core/transport/connect_retry.h"
+#include "core/transport/published_listener.h"
 #include "core/transport/verbs/cm_address.h"
 #include "core/transport/verbs/verbs_connection.h"
 #include "core/transport/verbs/verbs_connector.h"
@@ -92,7 +94,9 @@ class VerbsProvider final : public Provider {
       error = core->start(*address);
     });
     if (error) return unexpected(std::move(*error));
-    return std::unique_ptr<Listener>(std::make_unique<VerbsListener>(context_, std::move(core)));
+    // Published like tcp's, so backlog-stat lists verbs listeners too.
+    return publish_listener(std::make_unique<VerbsListener>(context_, std::move(core)), "verbs",
+                            publisher_, cm::BacklogOverflow::kReject);
   }
 
   Expected<std::unique_ptr<Connection>, ConnectError> connect(
@@ -148,6 +152,7 @@ class VerbsProvider final : public Provider {
 
  private:
   std::shared_ptr<VerbsContext> context_ = std::make_shared<VerbsContext>();
+  std::shared_ptr<telemetry::Publisher> publisher_ = std::make_shared<telemetry::Publisher>();
 };
 
 }  // namespace
