@@ -502,7 +502,7 @@ def test_a_slow_python_handler_slows_its_sender_through_credits(node, link) -> N
         accepted += 1
     assert accepted == (4 - 1) + 2  # credits beyond the reply reserve + the queue limit
     # The messages waiting for the Python thread are held: their buffers are not granted.
-    assert b.endpoint.stats(to_a).held >= 1
+    assert eventually(lambda: b.endpoint.stats(to_a).held >= 1)
     assert [m.payload for m in take(b.inbox, accepted)] == [b"%d" % i for i in range(accepted)]
     assert eventually(lambda: b.endpoint.stats(to_a).held == 0)
 
