@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -44,11 +45,12 @@ PROBE_V1 = {"schema": "rdma-interop/probe/1", "outcome": "probed", "detail": "..
                                  "ird": 16, "ord": 16}}
 
 
-def matrix(fail: bool = False) -> InteropMatrix:
+def matrix(fail: bool = False, finding: bool = False) -> InteropMatrix:
     m = InteropMatrix("interop", initiators=["siw", "rev1-only"], responders=["siw", "rev1-only"],
                       environment={"lab": "lab.yml: a=198.18.0.2, b=198.18.0.3"})
     m.add(CaseResult("siw", "siw", Outcome.PASS, negotiated={"rtr": "write"}, elapsed_ms=10.0))
-    m.add(CaseResult("rev1-only", "siw", Outcome.PASS, elapsed_ms=5.0))
+    m.add(CaseResult("rev1-only", "siw", Outcome.FINDING if finding else Outcome.PASS,
+                     reason="deviation" if finding else None, elapsed_ms=5.0))
     if fail:
         m.add(CaseResult("siw", "rev1-only", Outcome.FAIL,
                          initiator_error=SideError(failure="reply_timeout", kind="setup")))
@@ -58,7 +60,7 @@ def matrix(fail: bool = False) -> InteropMatrix:
 
 
 def lab_dir(tmp_path: Path, *, skip_pair: int | None = None, fail_pair: int | None = None,
-            skip_probe: bool = False) -> Path:
+            skip_probe: bool = False, finding_pair: int | None = None) -> Path:
     (tmp_path / "run.json").write_text(json.dumps(
         {"schema": RUN_SCHEMA, "controller": "n1", "pairs": PAIRS, "services": SERVICES}))
     for i, (ini, res) in enumerate(PAIRS):
@@ -66,7 +68,8 @@ def lab_dir(tmp_path: Path, *, skip_pair: int | None = None, fail_pair: int | No
         pair.mkdir(parents=True)
         (pair / "pytest.log").write_text("3 passed in 9.1s\n")
         if i != skip_pair:
-            matrix(fail=i == fail_pair).write_json(pair / "matrix.json")
+            matrix(fail=i == fail_pair, finding=i == finding_pair).write_json(
+                pair / "matrix.json")
     (tmp_path / "probe").mkdir()
     for svc in SERVICES[: 1 if skip_probe else None]:
         (tmp_path / "probe" / f"{svc['node']}--{svc['personality']}.json").write_text(
@@ -84,14 +87,31 @@ def test_every_pair_present_and_passing_exits_0_with_the_overview(tmp_path: Path
     assert overview[0] == ["initiator \\ responder", "n2", "n3"]
     assert overview[2] == ["n1", "OK 3/3", "OK 3/3"]
     assert overview[3] == ["n2", "-", "OK 3/3"]
-    assert "9 cases over 3 pairs: 6 pass, 3 expected-fail, 0 fail, 0 skip" in text
+    assert "9 cases over 3 pairs: 6 pass, 3 expected-fail, 0 finding, 0 fail, 0 skip" in text
     assert "== n1 -> n3 ==" in text and "PASS write" in text
-    assert ("n3   | siw         | tcp://198.18.0.4:7300 | probed  | 2        | when-asked   | "
-            "write, read  | optional | 16/16   | siw") in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+    # The services, one row per node and personality; folded to fit 100 columns.
+    services: dict[tuple[str, str], str] = {}
+    cols: list[str] = []
+    for line in text.split("Responder services, as rdma-probe sees them:")[1].split("==")[0] \
+            .splitlines():
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) < 2:
+            continue
+        if parts[0] == "node personality":
+            cols = parts[1:]
+        else:
+            services.update({(parts[0], c): v for c, v in zip(cols, parts[1:])})
+    assert {k: v for k, v in services.items() if k[0] == "n3 siw"} == {
+        ("n3 siw", "uri"): "tcp://198.18.0.4:7300", ("n3 siw", "outcome"): "probed",
+        ("n3 siw", "revision"): "2", ("n3 siw", "peer-to-peer"): "when-asked",
+        ("n3 siw", "RTR accepted"): "write, read", ("n3 siw", "CRC"): "optional",
+        ("n3 siw", "IRD/ORD"): "16/16", ("n3 siw", "behaves like"): "siw"}
     doc = json.loads((tmp_path / "lab-matrix.json").read_text())
     assert doc["schema"] == LAB_MATRIX_SCHEMA and doc["controller"] == "n1"
     assert doc["summary"] == {"pairs": 3, "missing": 0, "services": 2, "services_missing": 0,
-                              "total": 9, "pass": 6, "fail": 0, "skip": 0, "expected-fail": 3}
+                              "total": 9, "pass": 6, "fail": 0, "skip": 0, "expected-fail": 3,
+                              "finding": 0}
     assert [p["status"] for p in doc["pairs"]] == ["ok"] * 3
     assert InteropMatrix.from_json(doc["pairs"][0]["matrix"]).get("siw", "siw") is not None
     assert doc["services"][0]["responder_policy"]["rtr_accepted"] == ["write", "read"]
@@ -101,6 +121,58 @@ def test_every_pair_present_and_passing_exits_0_with_the_overview(tmp_path: Path
     assert junit.get("tests") == "9" and junit.get("failures") == "0"
     assert [s.get("name") for s in junit.findall("testsuite")] == [
         "n1--n2.interop.tcp", "n1--n3.interop.tcp", "n2--n3.interop.tcp"]
+
+
+def test_a_finding_is_reported_and_fails_only_a_strict_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = lab_dir(tmp_path, finding_pair=1)
+    assert main([str(base)]) == 0
+    text = capsys.readouterr().out
+    assert "OK 2/3 1 finding" in text and "FINDING deviation" in text
+    assert ET.parse(base / "lab-junit.xml").getroot().get("failures") == "0"
+    page = (base / "lab-matrix.html").read_text()
+    assert 'data-verdict="finding"' in page and "n1 -&gt; n3" in page
+    assert main([str(base), "--strict"]) == 1
+    assert ET.parse(base / "lab-junit.xml").getroot().get("failures") == "1"
+    assert "verdict: FAILED (FAIL cells or FINDINGs, --strict)" in (
+        base / "lab-matrix.html").read_text()
+
+
+def test_the_report_is_coloured_on_a_terminal_only_and_never_with_no_color(
+        tmp_path: Path) -> None:
+    base = lab_dir(tmp_path, fail_pair=0, finding_pair=1)
+    package_parent = Path(lab_report.__file__).resolve().parents[1]
+
+    def on_a_terminal(**env: str) -> str:
+        master, slave = pty.openpty()
+        with subprocess.Popen([sys.executable, "-m", "rdma_interop.lab_report", str(base)],
+                              stdout=slave, stderr=subprocess.PIPE,
+                              env={**{k: v for k, v in os.environ.items() if k != "NO_COLOR"},
+                                   "PYTHONPATH": str(package_parent), "TERM": "xterm", **env}
+                              ) as proc:
+            os.close(slave)
+            out = b""
+            while True:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                out += chunk
+            assert proc.wait(timeout=60) == 1
+        os.close(master)
+        return out.decode()
+
+    coloured = on_a_terminal()
+    assert "\x1b[1;31mFAIL\x1b[0m" in coloured and "\x1b[33mFINDING\x1b[0m" in coloured
+    for name in ("lab-matrix.txt", "lab-matrix.json", "lab-junit.xml", "lab-matrix.html"):
+        assert "\x1b" not in (base / name).read_text(), name
+    assert "\x1b" not in on_a_terminal(NO_COLOR="1")
+    piped = subprocess.run([sys.executable, "-m", "rdma_interop.lab_report", str(base)],
+                           capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(package_parent)})
+    assert piped.returncode == 1 and "\x1b" not in piped.stdout
 
 
 def test_a_failed_cell_exits_1_and_names_the_pair(tmp_path: Path,

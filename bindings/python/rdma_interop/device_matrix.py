@@ -8,14 +8,17 @@ each cell a verdict with its figure (Gbit/s, µs) or its reason:
     node1/siw0               -              PASS 1.52 Gbit/s
     node2/siw0               PASS 1.49 ...  -
 
-Verdicts mean what they mean everywhere in this project: PASS; XFAIL (the standard requires
-the failure and both sides reported it); FINDING (the peer deviates from the standard or
-crashed, with evidence); FAIL (we or the harness did wrong, or the pair could not talk);
-SKIP (with the reason the device or the lab gave, e.g. EOPNOTSUPP for XRC on siw).
+Verdicts mean what they mean everywhere in this project (rdma_interop.verdict): PASS; XFAIL
+(the standard requires the failure and both sides reported it); FINDING (the peer deviates
+from the standard or crashed, with evidence: it fails the run only when strict); FAIL (we
+or the harness did wrong, or the pair could not talk); SKIP (with the reason the device or
+the lab gave, e.g. EOPNOTSUPP for XRC on siw). Tables wider than 100 columns fold.
 
-Written as device-matrix.txt, device-matrix.json (schema rdma-interop/device-matrix/1) and
-device-junit.xml; the lab report (rdma_interop.lab_report) merges it beside the personality
-matrix. Pure Python: the control machine needs only this package's source.
+Written as device-matrix.txt, device-matrix.json (schema rdma-interop/device-matrix/1),
+device-junit.xml (a FINDING is a failure there only when strict) and device-matrix.html
+(one grid: test groups down, device pairs across, each cell opening its detail); the lab
+report (rdma_interop.lab_report) merges it beside the personality matrix. Pure Python: the
+control machine needs only this package's source.
 
     {"schema": "rdma-interop/device-matrix/1", "generated_at": str,
      "nodes": [{"name": str, "status": "ok" | "no-device" | "unreachable", "detail": str,
@@ -33,23 +36,26 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rdma_interop.matrix import printable
+from rdma_interop.html_page import Block, HtmlCell, HtmlGrid, HtmlPage, HtmlTable, render_page
+from rdma_interop.safe_text import printable
+from rdma_interop.text_grid import WIDTH, GridCell, render_grid, wrap_note
+from rdma_interop.verdict import LEGEND as VERDICT_LEGEND
+from rdma_interop.verdict import Outcome, fails_run
 
 __all__ = ["DEVICE_MATRIX_SCHEMA", "VERDICTS", "DeviceCell", "DeviceMatrix", "NodeInventory"]
 
 DEVICE_MATRIX_SCHEMA = "rdma-interop/device-matrix/1"
-VERDICTS = ("pass", "expected-fail", "finding", "fail", "skip")
-_LABEL = {"pass": "PASS", "expected-fail": "XFAIL", "finding": "FINDING", "fail": "FAIL",
-          "skip": "SKIP"}
-LEGEND = ("PASS ok; XFAIL failure the standard requires, reported by both sides; FINDING the "
-          "peer deviates from the standard or crashed; FAIL we or the harness did wrong, or the "
-          "pair could not talk; SKIP with the device's or the lab's reason; - same device")
+VERDICTS = tuple(o.value for o in Outcome)
+_LABEL = {o.value: o.label for o in Outcome}
+LEGEND = VERDICT_LEGEND + "\n- same device, or a pair that cannot talk (kinds differ)"
+#: A cell's text in the tables is cut to this; the "Why" list below has it whole.
+CELL_TEXT = 32
 
 
 @dataclass
@@ -67,7 +73,11 @@ class DeviceCell:
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
 
-    def text(self, width: int = 40) -> str:
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome(self.verdict)
+
+    def text(self, width: int = CELL_TEXT) -> str:
         words = _LABEL[self.verdict]
         more = self.figure if self.verdict == "pass" and self.figure else self.detail
         if more:
@@ -128,33 +138,42 @@ class DeviceMatrix:
             counts[c.verdict] += 1
         return counts
 
-    def ok(self) -> bool:
+    def ok(self, *, strict: bool = False) -> bool:
         """Every cell PASS, XFAIL, FINDING or SKIP: FINDINGs are the peer's, SKIPs have a
-        reason; only FAIL (ours or the pair's) makes the run fail."""
-        return bool(self.cells) and not any(c.verdict == "fail" for c in self.cells)
+        reason; only FAIL (ours or the pair's) makes the run fail, and FINDING when strict."""
+        return bool(self.cells) and not any(fails_run(c.outcome, strict=strict)
+                                            for c in self.cells)
 
     # -- text ----------------------------------------------------------------------------
-    def render_text(self) -> str:
+    def render_text(self, *, colour: bool = False, width: int = WIDTH) -> str:
+        """One table per test group (initiators down, responders across), folded when wider
+        than `width`; then the summary, the legend and why each cell that is not a plain
+        PASS reads as it does. `colour`: verdicts in colour, for a terminal only."""
         s = self.summary()
         lines = ["Devices per node:"]
         for node in self.nodes:
-            lines.append(f"  {printable(node.name)}: {printable(node.summary())}")
+            lines += wrap_note(f"  {printable(node.name)}: ", printable(node.summary()), width)
         if self.schedule:
             lines += ["", f"Schedule: {len(self.schedule)} round(s)"]
             for i, rnd in enumerate(self.schedule, 1):
-                lines.append(f"  round {i}: " + ", ".join(f"{a} -> {b}" for a, b in rnd))
+                lines += wrap_note(f"  round {i}: ", ", ".join(
+                    printable(f"{a} -> {b}") for a, b in rnd), width)
         for group in self.groups():
             cells = [c for c in self.cells if c.group == group]
-            rows = list(dict.fromkeys(c.initiator for c in cells))
-            cols = list(dict.fromkeys(c.responder for c in cells))
-            by = {(c.initiator, c.responder): c for c in cells}
-            table = [[printable(r)] + [by[(r, col)].text() if (r, col) in by else "-"
-                                       for col in cols] for r in rows]
+            rows = list(dict.fromkeys(printable(c.initiator) for c in cells))
+            cols = list(dict.fromkeys(printable(c.responder) for c in cells))
+            grid = {(printable(c.initiator), printable(c.responder)): GridCell(c.text(),
+                                                                              c.outcome)
+                    for c in cells}
+            for r in rows:
+                for col in cols:
+                    grid.setdefault((r, col), GridCell("-"))
             lines += ["", f"== {printable(group)} ==",
-                      *_table(["initiator \\ responder", *map(printable, cols)], table)]
+                      *render_grid("initiator \\ responder", rows, cols, grid, width=width,
+                                   colour=colour, fold_what="responders")]
         lines += ["", f"{s['total']} cells: {s['pass']} pass, {s['expected-fail']} expected-fail, "
                   f"{s['finding']} finding, {s['fail']} fail, {s['skip']} skip; "
-                  f"wall time {self.wall_s:.1f} s", LEGEND]
+                  f"wall time {self.wall_s:.1f} s", *LEGEND.splitlines()]
         notes = [c for c in self.cells if c.verdict in ("fail", "finding", "skip")
                  or (c.verdict == "pass" and c.detail)]
         if notes:
@@ -165,8 +184,8 @@ class DeviceMatrix:
                 if key in seen:
                     continue
                 seen.add(key)
-                lines.append(f"  {printable(f'{c.group} {c.initiator} -> {c.responder}')}: "
-                             f"{_LABEL[c.verdict]} {printable(c.detail)}")
+                lines += wrap_note(f"  {printable(f'{c.group} {c.initiator} -> {c.responder}')}: ",
+                                   f"{_LABEL[c.verdict]} {printable(c.detail)}", width, indent=4)
         return "\n".join(lines) + "\n"
 
     # -- JSON and JUnit --------------------------------------------------------------------
@@ -193,13 +212,16 @@ class DeviceMatrix:
         m.cells = [DeviceCell.from_json(c) for c in doc["cells"]]
         return m
 
-    def to_junit(self) -> ET.ElementTree:
+    def to_junit(self, *, strict: bool = False) -> ET.ElementTree:
+        """FAIL is a failure, and FINDING when `strict`; else a FINDING passes with a
+        "finding" property and its detail in <system-out>."""
         root = ET.Element("testsuites", name="rdma-interop devices")
         for group in self.groups():
             cells = [c for c in self.cells if c.group == group]
             suite = ET.SubElement(root, "testsuite", name=printable(f"devices.{group}"),
                                   tests=str(len(cells)),
-                                  failures=str(sum(c.verdict in ("fail", "finding") for c in cells)),
+                                  failures=str(sum(fails_run(c.outcome, strict=strict)
+                                                   for c in cells)),
                                   errors="0", skipped=str(sum(c.verdict == "skip" for c in cells)),
                                   time=f"{sum(c.seconds for c in cells):.3f}")
             for c in cells:
@@ -207,31 +229,62 @@ class DeviceMatrix:
                                      name=printable(f"{c.initiator} -> {c.responder}"),
                                      time=f"{c.seconds:.3f}")
                 text = printable(c.detail or c.figure or "")
+                props = ET.SubElement(case, "properties")
+                ET.SubElement(props, "property", name="outcome", value=c.verdict)
+                if c.verdict == "finding":
+                    ET.SubElement(props, "property", name="finding", value=text)
                 if c.verdict == "skip":
                     ET.SubElement(case, "skipped", message=text)
-                elif c.verdict in ("fail", "finding"):
-                    ET.SubElement(case, "failure", message=f"{_LABEL[c.verdict]}: {text}")
+                elif fails_run(c.outcome, strict=strict):
+                    ET.SubElement(case, "failure", message=f"{_LABEL[c.verdict]}: {text}",
+                                  type=c.verdict)
                 elif text:
                     ET.SubElement(case, "system-out").text = text
         ET.indent(root)
         return ET.ElementTree(root)
 
-    def write(self, directory: str | Path) -> list[Path]:
-        """Writes device-matrix.txt, device-matrix.json and device-junit.xml."""
+    # -- HTML ------------------------------------------------------------------------------
+    def html_grid(self) -> HtmlGrid:
+        """One grid: test groups down, device pairs across, each cell opening its detail."""
+        cols = list(dict.fromkeys(f"{c.initiator} -> {c.responder}" for c in self.cells))
+        cells: dict[tuple[str, str], HtmlCell] = {}
+        for c in self.cells:
+            rows = [("verdict", f"{_LABEL[c.verdict]}"), ("kind", c.kind),
+                    ("time", f"{c.seconds:.1f} s")]
+            if c.figure:
+                rows.append(("figure", c.figure))
+            blocks = [Block("fields", "", rows=tuple(rows))]
+            if c.detail:
+                blocks.append(Block("pre", "detail", text=c.detail))
+            cells[(c.group, f"{c.initiator} -> {c.responder}")] = HtmlCell(
+                c.outcome, c.text(), f"{c.group}: {c.initiator} -> {c.responder}",
+                (c.initiator, c.responder), blocks)
+        return HtmlGrid("The nodes' RDMA devices against each other", "test \\ pair",
+                        self.groups(), cols, cells)
+
+    def html_tables(self) -> list[HtmlTable]:
+        return [HtmlTable("Devices per node", ["node", "devices"],
+                          [[n.name, n.summary()] for n in self.nodes])]
+
+    def to_html(self, *, strict: bool = False) -> str:
+        s = self.summary()
+        verdict = ("verdict: FAILED" if not self.ok(strict=strict) else "verdict: ok") + (
+            f" ({s['fail']} FAIL, {s['finding']} FINDING; FINDINGs fail the run only with "
+            "--strict)")
+        return render_page(HtmlPage(
+            "Device matrix", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            {o: s[o.value] for o in Outcome}, [*self.html_tables(), self.html_grid()],
+            verdict=verdict, legend=["- same device, or a pair that cannot talk"]))
+
+    def write(self, directory: str | Path, *, strict: bool = False) -> list[Path]:
+        """Writes device-matrix.txt, device-matrix.json, device-junit.xml and
+        device-matrix.html."""
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
-        paths = [d / "device-matrix.txt", d / "device-matrix.json", d / "device-junit.xml"]
+        paths = [d / "device-matrix.txt", d / "device-matrix.json", d / "device-junit.xml",
+                 d / "device-matrix.html"]
         paths[0].write_text(self.render_text())
         paths[1].write_text(json.dumps(self.to_json(), indent=2) + "\n")
-        self.to_junit().write(paths[2], encoding="utf-8", xml_declaration=True)
+        self.to_junit(strict=strict).write(paths[2], encoding="utf-8", xml_declaration=True)
+        paths[3].write_text(self.to_html(strict=strict))
         return paths
-
-
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    rows = [list(map(str, r)) for r in rows]
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(str(h))
-              for i, h in enumerate(header)]
-    out = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths)).rstrip()]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
-    return out

@@ -12,22 +12,27 @@ and `python3 -m rdma_interop.lab_report DIR` (role "report") writes
     DIR/lab-matrix.txt   node pairs at a glance, the responder services, each pair's matrix
     DIR/lab-matrix.json  schema rdma-interop/lab-matrix/1 (below)
     DIR/lab-junit.xml    every cell; one testsuite per node pair and provider
+    DIR/lab-matrix.html  all of it in one self-contained page: each pair's matrix and the
+                         device matrix as coloured grids, every cell opening its evidence
 
-prints the text and exits 0 (every pair and service reported, no FAIL cell), 1 (FAIL cells),
-3 (a pair or service without results; this wins over 1) or 2 (DIR has no readable run.json).
-Pure Python (no _core): the control machine needs only this package's source.
+prints the text and exits 0 (every pair and service reported, no FAIL cell), 1 (FAIL cells;
+with --strict also FINDING cells), 3 (a pair or service without results; this wins over 1)
+or 2 (DIR has no readable run.json). FINDINGs (a peer that deviates from the standard or
+crashed) are reported, and fail the run only with --strict. Pure Python (no _core): the
+control machine needs only this package's source.
 
     {
       "schema": "rdma-interop/lab-matrix/1",
       "generated_at": "2026-11-23T12:00:00Z",
       "controller": str,
       "summary": {"pairs": int, "missing": int, "services": int, "services_missing": int,
-                  "total": int, "pass": int, "fail": int, "skip": int, "expected-fail": int},
+                  "total": int, "pass": int, "expected-fail": int, "finding": int,
+                  "fail": int, "skip": int},
       "pairs": [{"initiator": node, "responder": node,
                  "status": "ok" | "fail" | "missing",
                  "problem": str | null,                  # why a pair is missing
                  "summary": {...} | null,                # the matrix's summary
-                 "matrix": {rdma-interop/matrix/1} | null}],
+                 "matrix": {rdma-interop/matrix/2} | null}],
       "services": [{"node": str, "personality": str, "uri": str,
                     "outcome": "probed" | "unreachable" | "not_iwarp" | "rejected" | "missing",
                     "detail": str,
@@ -36,7 +41,7 @@ Pure Python (no _core): the control machine needs only this package's source.
                     "stack": str | null}],              # its one-sentence summary
       "devices": {rdma-interop/device-matrix/1} | null  # when the device tier ran
     }
-A FAIL cell of the device matrix counts as a FAIL cell (exit 1).
+A FAIL cell of the device matrix counts as a FAIL cell (exit 1), a FINDING as a FINDING.
 """
 
 from __future__ import annotations
@@ -52,7 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from rdma_interop.device_matrix import DeviceMatrix
-from rdma_interop.matrix import LEGEND, InteropMatrix
+from rdma_interop.html_page import HtmlPage, HtmlTable, Section, render_page
+from rdma_interop.matrix import HTML_CELL_LEGEND, LEGEND, InteropMatrix
+from rdma_interop.safe_text import printable
+from rdma_interop.text_grid import WIDTH, GridCell, render_grid
+from rdma_interop.verdict import Outcome, use_colour
 
 __all__ = ["LAB_MATRIX_SCHEMA", "RUN_SCHEMA", "LabReport", "LabReportError", "PairResult",
            "ServiceResult", "load_lab_report", "main"]
@@ -84,13 +93,15 @@ class PairResult:
         return "ok" if self.matrix.ok() else "fail"
 
     def cell(self) -> str:
-        """The overview's text: "OK 25/25", "OK 20/25 5 skip", "FAIL 2/25", "MISSING"."""
+        """The overview's text: "OK 25/25", "OK 20/25 5 skip", "OK 23/25 2 finding",
+        "FAIL 2/25", "MISSING"."""
         if self.matrix is None:
             return "MISSING"
         s = self.matrix.summary()
         if s["fail"]:
             return f"FAIL {s['fail']}/{s['total']}"
         text = f"OK {s['pass'] + s['expected-fail']}/{s['total']}"
+        text += f" {s['finding']} finding" if s["finding"] else ""
         return text + (f" {s['skip']} skip" if s["skip"] else "")
 
     def to_json(self) -> dict[str, Any]:
@@ -163,63 +174,77 @@ class LabReport:
                   "missing": sum(p.matrix is None for p in self.pairs),
                   "services": len(self.services),
                   "services_missing": sum(s.probe is None for s in self.services),
-                  "total": 0, "pass": 0, "fail": 0, "skip": 0, "expected-fail": 0}
+                  "total": 0, "pass": 0, "expected-fail": 0, "finding": 0, "fail": 0, "skip": 0}
         for pair in self.pairs:
             if pair.matrix is not None:
                 for key, value in pair.matrix.summary().items():
                     counts[key] += value
         return counts
 
-    def exit_code(self) -> int:
+    def exit_code(self, *, strict: bool = False) -> int:
+        """0, 1 (FAIL cells; with `strict` also FINDING cells), 3 (results missing)."""
         s = self.summary()
         if s["missing"] or s["services_missing"] or self.devices_problem:
             return EXIT_MISSING
-        device_fail = self.devices is not None and self.devices.summary()["fail"] > 0
-        return EXIT_FAILED_CELLS if s["fail"] or device_fail else EXIT_OK
+        d = self.devices.summary() if self.devices is not None else {"fail": 0, "finding": 0}
+        failed = s["fail"] + d["fail"] + (s["finding"] + d["finding"] if strict else 0)
+        return EXIT_FAILED_CELLS if failed else EXIT_OK
 
     # -- text ------------------------------------------------------------------------------
-    def render_text(self) -> str:
+    def render_text(self, *, colour: bool = False, width: int = WIDTH) -> str:
+        """The whole report; no line wider than `width`, verdicts coloured with `colour`."""
         s = self.summary()
         lines = [f"rdma-interop lab report: {s['pairs']} node pairs, {s['services']} responder "
                  f"services (controller {self.controller})", ""]
-        lines += self._overview()
+        lines += self._overview(colour, width)
         lines.append("")
         lines.append(f"{s['total']} cases over {s['pairs'] - s['missing']} pairs: {s['pass']} pass, "
-                     f"{s['expected-fail']} expected-fail, {s['fail']} fail, {s['skip']} skip"
+                     f"{s['expected-fail']} expected-fail, {s['finding']} finding, {s['fail']} "
+                     f"fail, {s['skip']} skip"
                      + (f"; {s['missing']} pair(s) MISSING" if s["missing"] else ""))
         for pair in self.pairs:
             if pair.problem:
                 lines.append(f"  {pair.name}: {pair.problem}")
         if self.services:
             lines += ["", "Responder services, as rdma-probe sees them:"]
-            lines += _table(["node", "personality", "uri", "outcome", "revision", "peer-to-peer",
-                             "RTR accepted", "CRC", "IRD/ORD", "behaves like"],
-                            [self._service_row(svc) for svc in self.services])
+            header = ["uri", "outcome", "revision", "peer-to-peer", "RTR accepted", "CRC",
+                      "IRD/ORD", "behaves like"]
+            rows, cells = [], {}
+            for svc in self.services:
+                row = printable(f"{svc.node} {svc.personality}")
+                rows.append(row)
+                for name, value in zip(header, self._service_row(svc)[2:]):
+                    cells[(row, name)] = GridCell(printable(value))
+            lines += render_grid("node personality", rows, header, cells, width=width,
+                                 fold_what="columns")
         for pair in self.pairs:
             if pair.matrix is None:
                 continue
-            lines += ["", f"== {pair.name} ==", ""]
-            lines.append(pair.matrix.render_table(legend=False).rstrip("\n"))
+            lines += ["", f"== {printable(pair.name)} ==", ""]
+            lines.append(pair.matrix.render_table(legend=False, colour=colour,
+                                                  width=width).rstrip("\n"))
         lines += ["", LEGEND]
         if self.devices is not None:
             lines += ["", "== The nodes' RDMA devices against each other (device tier) ==", "",
-                      self.devices.render_text().rstrip("\n")]
+                      self.devices.render_text(colour=colour, width=width).rstrip("\n")]
         elif self.devices_problem:
             lines += ["", f"Device tier: MISSING ({self.devices_problem})"]
         return "\n".join(lines) + "\n"
 
-    def _overview(self) -> list[str]:
+    def _overview(self, colour: bool = False, width: int = WIDTH) -> list[str]:
         initiators = _unique(p.initiator for p in self.pairs)
         responders = _unique(p.responder for p in self.pairs)
         by_nodes = {(p.initiator, p.responder): p for p in self.pairs}
-        rows = []
+        cells: dict[tuple[str, str], GridCell] = {}
         for ini in initiators:
-            row = [ini]
             for res in responders:
                 pair = by_nodes.get((ini, res))
-                row.append(pair.cell() if pair else ("-" if ini == res else ""))
-            rows.append(row)
-        return _table(["initiator \\ responder", *responders], rows)
+                cells[(printable(ini), printable(res))] = (
+                    GridCell(pair.cell(), _overview_colour(pair)) if pair
+                    else GridCell("-" if ini == res else ""))
+        return render_grid("initiator \\ responder", [printable(n) for n in initiators],
+                           [printable(n) for n in responders], cells, width=width,
+                           colour=colour, fold_what="responders")
 
     @staticmethod
     def _service_row(svc: ServiceResult) -> list[str]:
@@ -246,7 +271,7 @@ class LabReport:
                 "services": [s.to_json() for s in self.services],
                 "devices": self.devices.to_json() if self.devices is not None else None}
 
-    def to_junit(self) -> ET.ElementTree:
+    def to_junit(self, *, strict: bool = False) -> ET.ElementTree:
         root = ET.Element("testsuites", name="rdma-interop lab")
         totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for pair in self.pairs:
@@ -261,7 +286,7 @@ class LabReport:
                 totals["tests"] += 1
                 totals["errors"] += 1
                 continue
-            for suite in pair.matrix.to_junit().getroot().findall("testsuite"):
+            for suite in pair.matrix.to_junit(strict=strict).getroot().findall("testsuite"):
                 suite.set("name", f"{prefix}.{suite.get('name')}")
                 for case in suite.iter("testcase"):
                     case.set("classname", f"{prefix}.{case.get('classname')}")
@@ -269,7 +294,7 @@ class LabReport:
                 for key in totals:
                     totals[key] += int(suite.get(key, "0"))
         if self.devices is not None:
-            for suite in self.devices.to_junit().getroot().findall("testsuite"):
+            for suite in self.devices.to_junit(strict=strict).getroot().findall("testsuite"):
                 root.append(suite)
                 totals["tests"] += int(suite.get("tests", "0"))
                 totals["failures"] += int(suite.get("failures", "0"))
@@ -279,28 +304,62 @@ class LabReport:
         ET.indent(root)
         return ET.ElementTree(root)
 
-    def write(self, directory: Path) -> list[Path]:
-        """Writes lab-matrix.txt, lab-matrix.json and lab-junit.xml into `directory`."""
+    def to_html(self, *, strict: bool = False) -> str:
+        """One page: the overview, the responder services, each pair's matrix and the
+        device matrix as grids, every cell opening its evidence."""
+        s = self.summary()
+        d = self.devices.summary() if self.devices is not None else None
+        counts = {o: s[o.value] + (d[o.value] if d else 0) for o in Outcome}
+        initiators = _unique(p.initiator for p in self.pairs)
+        responders = _unique(p.responder for p in self.pairs)
+        by_nodes = {(p.initiator, p.responder): p for p in self.pairs}
+        overview = HtmlTable("Node pairs at a glance", ["initiator \\ responder", *responders],
+                             [[ini, *((by_nodes[(ini, res)].cell() if (ini, res) in by_nodes
+                                       else "-") for res in responders)] for ini in initiators],
+                             note="; ".join(f"{p.name}: {p.problem}" for p in self.pairs
+                                            if p.problem))
+        sections: list[Section] = [overview]
+        if self.services:
+            sections.append(HtmlTable(
+                "Responder services, as rdma-probe sees them",
+                ["node", "personality", "uri", "outcome", "revision", "peer-to-peer",
+                 "RTR accepted", "CRC", "IRD/ORD", "behaves like"],
+                [self._service_row(svc) for svc in self.services]))
+        for pair in self.pairs:
+            if pair.matrix is not None:
+                sections += pair.matrix.html_grids(heading_prefix=pair.name)
+        if self.devices is not None:
+            sections += [*self.devices.html_tables(), self.devices.html_grid()]
+        code = self.exit_code(strict=strict)
+        verdict = {EXIT_OK: "verdict: ok", EXIT_FAILED_CELLS: "verdict: FAILED (FAIL cells"
+                   + (" or FINDINGs, --strict)" if strict else ")"),
+                   EXIT_MISSING: "verdict: results MISSING"}[code]
+        return render_page(HtmlPage(
+            f"rdma-interop lab report (controller {self.controller})",
+            datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), counts, sections,
+            verdict=verdict, legend=[HTML_CELL_LEGEND]))
+
+    def write(self, directory: Path, *, strict: bool = False) -> list[Path]:
+        """Writes lab-matrix.txt, lab-matrix.json, lab-junit.xml and lab-matrix.html into
+        `directory`."""
         text = directory / "lab-matrix.txt"
         text.write_text(self.render_text())
         doc = directory / "lab-matrix.json"
         doc.write_text(json.dumps(self.to_json(), indent=2) + "\n")
         junit = directory / "lab-junit.xml"
-        self.to_junit().write(junit, encoding="utf-8", xml_declaration=True)
-        return [text, doc, junit]
+        self.to_junit(strict=strict).write(junit, encoding="utf-8", xml_declaration=True)
+        page = directory / "lab-matrix.html"
+        page.write_text(self.to_html(strict=strict))
+        return [text, doc, junit, page]
 
 
 def _unique(items: Any) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-
-    def line(cells: Sequence[str]) -> str:
-        return " | ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-
-    return [line(header), "-+-".join("-" * w for w in widths), *(line(r) for r in rows)]
+def _overview_colour(pair: PairResult) -> Outcome | None:
+    """The overview's text starts "OK"/"FAIL": colour only a FAIL's word."""
+    return Outcome.FAIL if pair.cell().startswith("FAIL") else None
 
 
 def _read_json(path: Path) -> tuple[Any, str | None]:
@@ -369,25 +428,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python3 -m rdma_interop.lab_report",
         description="Merges the node pairs' interop matrices and the responder probes that "
-                    "playbooks/site.yml brought home into DIR/lab-matrix.{txt,json} and "
+                    "playbooks/site.yml brought home into DIR/lab-matrix.{txt,json,html} and "
                     "DIR/lab-junit.xml, and prints the text.",
-        epilog="Exit status: 0 all reported, no FAIL; 1 FAIL cells; 2 DIR unreadable; "
-               "3 a pair or service without results.")
+        epilog="Exit status: 0 all reported, no FAIL; 1 FAIL cells (with --strict also "
+               "FINDING cells); 2 DIR unreadable; 3 a pair or service without results.")
     parser.add_argument("directory", metavar="DIR", help="the playbook's report directory")
     parser.add_argument("--json", action="store_true",
                         help="print lab-matrix.json instead of the text")
+    parser.add_argument("--strict", action="store_true",
+                        help="FINDING cells (a peer that deviates from the standard or "
+                             "crashed) fail the run too, and are failures in lab-junit.xml")
     args = parser.parse_args(argv)
     try:
         report = load_lab_report(args.directory)
     except LabReportError as e:
         print(f"lab_report: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    report.write(Path(args.directory))
+    report.write(Path(args.directory), strict=args.strict)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
-        print(report.render_text(), end="")
-    return report.exit_code()
+        print(report.render_text(colour=use_colour(sys.stdout)), end="")
+    return report.exit_code(strict=args.strict)
 
 
 if __name__ == "__main__":
