@@ -3,12 +3,18 @@
 # Python package, builds a lab, runs the interop matrix and prints it.
 #
 # Usage: tools/interop-run.sh [--lab FILE] [--results DIR] [--build-dir DIR] [--no-build]
-#                             [-- PYTEST_ARGS...]
+#                             [--strict] [-- PYTEST_ARGS...]
 #   --lab FILE       YAML lab file of real hosts reached over SSH (rdma_interop.lab schema;
 #                    rdma-probe must be on their PATH). Default: two network namespaces on
 #                    this machine joined by a veth pair, 198.18.0.0/15 (needs root).
-#   --results DIR    where matrix.json, matrix-junit.xml and matrix.txt go
-#                    (default $RDMA_INTEROP_RESULTS or ./interop-results)
+#   --results DIR    where the reports go: matrix.txt, matrix.json, matrix-junit.xml and
+#                    matrix.html (one self-contained page: the matrix as a coloured grid,
+#                    each cell opening its evidence), the kernel's in DIR/kernel/, the
+#                    devices' in DIR/devices/ (default $RDMA_INTEROP_RESULTS or
+#                    ./interop-results). Checked before anything runs: it must be a
+#                    directory we can write, or one we can create.
+#   --strict         FINDING cells (a peer that deviates from the standard or crashed) fail
+#                    the run too, and are failures in the JUnit files
 #   --build-dir DIR  CMake build directory (default $BUILD_DIR or build)
 #   --no-build       skip dependencies, build and install (rerun against what is installed)
 #   --no-kernel      skip the kernel peers: by default the Linux kernel's siw and rxe, in a
@@ -21,8 +27,14 @@
 #   -- ARGS          passed to pytest, e.g. -- -k 'siw and cxgb4'
 # Environment: JOBS (default nproc).
 #
-# Exits 0 when every cell of the matrix is PASS or an expected, explained failure (XFAIL);
-# 1 when a cell failed or was skipped, or nothing ran; 2 on bad usage.
+# Verdicts, in every matrix: PASS; XFAIL (the standard requires this failure and both sides
+# reported it); FINDING (the peer deviates from the standard or crashed: evidence attached);
+# FAIL (we or the harness did something wrong or unexplained); SKIP (with the reason).
+#
+# Exit status: 0 when no cell FAILed (FINDINGs are reported, not failed: see --strict; the
+# kernel and device matrices may SKIP with the device's reason); 1 when a cell FAILed, a cell
+# of the personality matrix was skipped, a stage's tests failed or wrote no matrix, or, with
+# --strict, a cell is a FINDING; 2 on bad usage, an unusable --results included.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -34,6 +46,7 @@ lab_file=""
 do_build=1
 do_kernel=1
 do_devices=1
+strict=0
 pytest_extra=()
 
 usage() { sed -n '2,/^set /p' "$0" | sed -e '/^set /d' -e 's/^# \{0,1\}//'; }
@@ -51,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) do_build=0; shift ;;
     --no-kernel) do_kernel=0; shift ;;
     --no-devices) do_devices=0; shift ;;
+    --strict) strict=1; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; pytest_extra=("$@"); break ;;
     *) echo "interop-run: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -61,6 +75,27 @@ if [[ -n "$lab_file" ]]; then
   lab_file=$(cd "$(dirname "$lab_file")" && pwd)/$(basename "$lab_file")
 fi
 [[ "$results" = /* ]] || results=$root/$results
+
+# Refused before anything runs: a run that cannot save its reports is wasted.
+results_problem() {
+  local dir=$1 probe
+  if [[ -e $dir && ! -d $dir ]]; then echo "it is not a directory"; return; fi
+  mkdir -p -- "$dir" 2>/dev/null || { echo "it cannot be created"; return; }
+  probe=$(mktemp -p "$dir" .interop-run-write-check.XXXXXX 2>/dev/null) ||
+    { echo "it is not writable"; return; }
+  rm -f -- "$probe"
+}
+result_dirs=("$results")
+[[ $do_kernel -eq 1 ]] && result_dirs+=("$results/kernel")
+[[ $do_devices -eq 1 ]] && result_dirs+=("$results/devices")
+for dir in "${result_dirs[@]}"; do
+  problem=$(results_problem "$dir")
+  if [[ -n $problem ]]; then
+    echo "interop-run: --results: cannot write reports to $dir: $problem" >&2
+    exit 2
+  fi
+done
+[[ $strict -eq 1 ]] && export RDMA_INTEROP_STRICT=1
 
 step() { printf '\n==> %s\n' "$*"; }
 as_root=()
@@ -93,7 +128,7 @@ if [[ -z "$lab_file" && $(id -u) -ne 0 ]]; then
 fi
 
 step "interop matrix (${lab_file:-2 namespace hosts}; results in $results)"
-rm -f "$results/matrix.json"
+rm -f "$results/matrix.json" "$results/matrix.html"
 # --opt=value: options a conftest defines are unknown to pytest's first pass over the command
 # line, which would otherwise take a separate value for a test path (and root the run at /).
 pytest_args=(tests/interop -v -p no:cacheprovider --rootdir="$root" --rdma-probe="$probe"
@@ -101,54 +136,50 @@ pytest_args=(tests/interop -v -p no:cacheprovider --rootdir="$root" --rdma-probe
 [[ -n "$lab_file" ]] && pytest_args+=(--lab="$lab_file")
 /usr/bin/python3 -m pytest "${pytest_args[@]}" "${pytest_extra[@]}"
 pytest_status=$?
-
-# The verdict comes from the matrix itself: every cell PASS or XFAIL, at least one cell.
-/usr/bin/python3 - "$results/matrix.json" "$pytest_status" <<'EOF'
-import json, sys
-path, pytest_status = sys.argv[1], int(sys.argv[2])
-try:
-    s = json.load(open(path))["summary"]
-except (OSError, ValueError, KeyError) as e:
-    print(f"interop-run: no matrix ({e}); pytest exited {pytest_status}")
-    sys.exit(1)
-ok = s["total"] > 0 and s["fail"] == 0 and s["skip"] == 0 and pytest_status == 0
-print(f"\ninterop-run: {s['total']} cases: {s['pass']} pass, {s['expected-fail']} expected-fail, "
-      f"{s['fail']} fail, {s['skip']} skip -> {'OK' if ok else 'FAILED'} ({path})")
-sys.exit(0 if ok else 1)
-EOF
-status=$?
+# The verdict comes from the matrices themselves (rdma_interop.run_verdict, from this
+# checkout) after the last stage: every cell of the personality matrix must run, no cell
+# may FAIL.
+verdict_args=(--stage "interop matrix" "$results/matrix.json" "$pytest_status"
+              --no-skips "interop matrix")
+reports=("$results/matrix.html")
 
 if [[ $do_kernel -eq 1 ]]; then
   step "kernel peers: siw and rxe in a qemu guest (results in $results/kernel)"
-  rm -f "$results/kernel/matrix.json"
+  rm -f "$results/kernel/matrix.json" "$results/kernel/matrix.html"
   if bash tools/kernel-guest/build-guest.sh; then
+    # The kernel's deviations and crashes are FINDING cells; the tests fail only when our
+    # side misbehaves or a case cannot be observed.
     RDMA_INTEROP_RESULTS="$results" RDMA_INTEROP_BUILD="$root/$build" \
       /usr/bin/python3 -m pytest tests/kernel -q -rs -p no:cacheprovider --rootdir="$root"
     kernel_status=$?
-    # The kernel matrix shows findings (kernel deviations, crashes) as cells; the verdict is
-    # the tests', which fail only when our side misbehaves or a case cannot be observed.
-    [[ -f "$results/kernel/matrix.json" ]] || kernel_status=1
-    [[ $kernel_status -eq 0 ]] || status=1
-    echo "interop-run: kernel peers: pytest exited $kernel_status ($results/kernel/matrix.txt)"
   else
     echo "interop-run: could not build the kernel guest" >&2
-    status=1
+    kernel_status=1
   fi
+  verdict_args+=(--stage "kernel peers" "$results/kernel/matrix.json" "$kernel_status")
+  reports+=("$results/kernel/matrix.html")
 fi
 
 if [[ $do_devices -eq 1 ]]; then
   step "device tier: siw with siw, rxe with rxe across two qemu guests (results in $results/devices)"
-  rm -f "$results/devices/device-matrix.json"
+  rm -f "$results/devices/device-matrix.json" "$results/devices/device-matrix.html"
   if bash tools/kernel-guest/build-guest.sh; then
     RDMA_INTEROP_RESULTS="$results" RDMA_INTEROP_BUILD="$root/$build" \
       /usr/bin/python3 -m pytest tests/devices -q -rs -p no:cacheprovider --rootdir="$root"
     devices_status=$?
-    [[ -f "$results/devices/device-matrix.json" ]] || devices_status=1
-    [[ $devices_status -eq 0 ]] || status=1
-    echo "interop-run: device tier: pytest exited $devices_status ($results/devices/device-matrix.txt)"
   else
     echo "interop-run: could not build the kernel guest" >&2
-    status=1
+    devices_status=1
   fi
+  verdict_args+=(--stage "device tier" "$results/devices/device-matrix.json" "$devices_status")
+  reports+=("$results/devices/device-matrix.html")
 fi
+
+step "verdict"
+[[ $strict -eq 1 ]] && verdict_args+=(--strict)
+PYTHONPATH="$root/bindings/python" /usr/bin/python3 -m rdma_interop.run_verdict "${verdict_args[@]}"
+status=$?
+for page in "${reports[@]}"; do
+  [[ -f $page ]] && echo "interop-run: report: $page"
+done
 exit $status

@@ -7,11 +7,13 @@ Host 1 runs one `rdma-probe serve` per responder personality (one port each, fro
 runs `rdma-probe connect --json` for every (initiator, responder) pair. Each case is checked
 against oracle.py on both sides and becomes a cell of the interop matrix, printed at the end
 and written to $RDMA_INTEROP_RESULTS (default ./interop-results): matrix.json
-(rdma-interop/matrix/1), matrix-junit.xml, matrix.txt and each responder's JSON lines.
+(rdma-interop/matrix/2), matrix-junit.xml, matrix.txt, matrix.html and each responder's JSON
+lines. A results directory that cannot be written is refused before any case runs.
 
 Options (or environment): --lab FILE ($RDMA_INTEROP_LAB), --lab-hosts INITIATOR,RESPONDER
 ($RDMA_INTEROP_LAB_HOSTS: two of the lab file's hosts by name), --rdma-probe PATH ($RDMA_PROBE),
---personality-dir DIR (default tools/personalities), --results DIR ($RDMA_INTEROP_RESULTS).
+--personality-dir DIR (default tools/personalities), --results DIR ($RDMA_INTEROP_RESULTS),
+--strict-findings ($RDMA_INTEROP_STRICT=1: FINDING cells are failures in the JUnit file).
 """
 
 from __future__ import annotations
@@ -68,6 +70,8 @@ from responders import ResponderError, ResponderPool  # noqa: E402
 from rdma_interop.lab import (  # noqa: E402
     Lab, LabError, NamespaceLab, SshLab, load_lab_file, namespaces_available)
 from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome  # noqa: E402
+from rdma_interop.results import results_dir_problem  # noqa: E402
+from rdma_interop.verdict import use_colour  # noqa: E402
 
 MATRIX_KEY = pytest.StashKey[InteropMatrix]()
 PROGRESS_KEY = pytest.StashKey[dict[str, int]]()
@@ -91,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where matrix.json and matrix-junit.xml go")
     group.addoption("--connect-timeout", type=float, default=30.0,
                     help="rdma-probe connect --timeout, seconds")
+    group.addoption("--strict-findings", action="store_true",
+                    default=os.environ.get("RDMA_INTEROP_STRICT") == "1",
+                    help="FINDING cells are failures in matrix-junit.xml ($RDMA_INTEROP_STRICT=1)")
 
 
 # ---- what to run -------------------------------------------------------------------------
@@ -136,6 +143,10 @@ def find_rdma_probe(config: pytest.Config) -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("help") and not config.getoption("collectonly"):
+        problem = results_dir_problem(results_dir(config))
+        if problem:
+            raise pytest.UsageError(f"--results: {problem}")
     names = personality_names(config)
     config.stash[MATRIX_KEY] = InteropMatrix(
         "Interop matrix: MPA connection setup and data transfer (RFC 5044, RFC 5040, RFC 6581)",
@@ -375,9 +386,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     m.environment.setdefault("host", f"{platform.node()} {platform.system()} {platform.release()}")
     m.environment.setdefault("rdma-probe", find_rdma_probe(session.config) or "not found")
     m.environment["finished_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    strict = session.config.getoption("strict_findings")
     m.write_json(out / "matrix.json")
-    m.write_junit(out / "matrix-junit.xml")
+    m.write_junit(out / "matrix-junit.xml", strict=strict)
     (out / "matrix.txt").write_text(m.render_table())
+    m.write_html(out / "matrix.html", strict=strict)
     pool = session.config.stash.get(POOL_KEY, None)
     if pool is not None:
         for name, r in pool.started.items():
@@ -391,10 +404,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if m is None or len(m) == 0:
         return
     terminalreporter.write_sep("=", "interop matrix")
-    terminalreporter.write(m.render_table())
+    markup = config.get_terminal_writer().hasmarkup
+    terminalreporter.write(m.render_table(colour=use_colour(markup=markup)))
     for key, value in m.environment.items():
         if key.startswith("responder "):
             terminalreporter.write_line(f"{key}: {value}", red=True)
     out = results_dir(config)
     terminalreporter.write_line(f"matrix written to {out}/matrix.json, {out}/matrix-junit.xml, "
-                                f"{out}/matrix.txt")
+                                f"{out}/matrix.txt, {out}/matrix.html")
