@@ -113,10 +113,25 @@ class GuestResult:
 
 @dataclass(frozen=True)
 class KernelCrash:
-    """One crash report read off the guest console: its first line and the whole trace."""
+    """One crash report read off the guest console: its first line and the whole trace
+    (and, once the guest is known, the console log file that keeps it)."""
 
     title: str
     trace: str
+    console_log: str = ""
+
+    def note(self) -> str:
+        """One short line for a matrix cell: the crash's first line."""
+        return f"peer crashed: {self.title}"
+
+    def gist(self) -> str:
+        """Where it happened: the workqueue, RIP and the calls, innermost first."""
+        lines = [ln.split("] ", 1)[-1].strip() for ln in self.trace.splitlines()]
+        where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
+        # Frames marked "?" are stale stack words, not calls.
+        calls = [ln.split("+")[0] for ln in lines
+                 if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
+        return "; ".join([*where, "call trace: " + " <- ".join(calls)])
 
 
 def build_images(quiet: bool = True) -> Path:
@@ -372,10 +387,10 @@ class Guest:
     def crashes_since(self, mark: int = 0) -> list[KernelCrash]:
         return parse_crashes(self.console()[mark:])
 
-    def crash_notes(self, mark: int, grace_s: float = 1.5) -> list[str]:
-        """A 'peer crashed' note, with the trace's gist, for every crash report since
-        `mark`. Waits up to `grace_s` for a report to start, and then for its trace to end.
-        The caller restarts the guest (which keeps this console as console.boot<N>.log)."""
+    def crashes(self, mark: int, grace_s: float = 1.5) -> list[KernelCrash]:
+        """Every crash report since `mark`, each with its whole trace. Waits up to `grace_s`
+        for a report to start, and then for its trace to end. The caller restarts the guest
+        (which keeps this console as console.boot<N>.log, named in each crash)."""
         deadline = time.monotonic() + grace_s
         while not self.crashes_since(mark) and time.monotonic() < deadline:
             time.sleep(0.25)
@@ -383,17 +398,8 @@ class Guest:
             deadline = time.monotonic() + 3 * grace_s
             while "end trace" not in self.console()[mark:] and time.monotonic() < deadline:
                 time.sleep(0.25)
-        notes = []
-        for crash in self.crashes_since(mark):
-            lines = [ln.split("] ", 1)[-1].strip() for ln in crash.trace.splitlines()]
-            where = [ln for ln in lines if ln.startswith(("RIP:", "Workqueue:"))]
-            # Frames marked "?" are stale stack words, not calls.
-            calls = [ln.split("+")[0] for ln in lines
-                     if "+0x" in ln and not ln.startswith(("RIP:", "Code:", "?"))]
-            log = self.log_dir / f"console.boot{self.boots}.log"
-            notes.append(f"peer crashed: {crash.title} [{'; '.join(where)}; call trace: "
-                         f"{' <- '.join(calls)}] (whole trace: {log})")
-        return notes
+        log = str(self.log_dir / f"console.boot{self.boots}.log")
+        return [KernelCrash(c.title, c.trace, log) for c in self.crashes_since(mark)]
 
 
 def parse_crashes(console: str) -> list[KernelCrash]:

@@ -20,9 +20,11 @@ client and a forked server through rxe0 (10.9.0.1) inside the guest:
 XRC lifetime over verbs skips with that reason; the lifetime engine itself runs on the
 simulated fabric (tests/unit/xrc_sim_random_test.cc).
 
-Each check is one matrix cell ours-verbs@rxe -> kernel-rxe. XRC (``ibv_xsrq_pingpong``)
-skips with the device's reason when it cannot open an XRC domain (EOPNOTSUPP), and fails on
-any other error.
+Each check is one matrix cell, row the check (group "verbs-check"), column verbs@rxe: PASS,
+FINDING when rxe answers otherwise (the test still fails: the XRC probe relies on these
+semantics), FAIL when the check could not run. XRC (``ibv_xsrq_pingpong``) skips with the
+device's reason when it cannot open an XRC domain (EOPNOTSUPP), and fails on any other
+error.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ import time
 from typing import Any
 
 import pytest
-from conftest import add_case, peer_crash_notes
+from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
 from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 
 GUEST_PORT = 7003  # verbs-check: check i listens on PORT + i (rdma_cm ports on rxe0)
 #: What each check must observe (verbs-check's "got"), in its order.
@@ -63,7 +65,7 @@ def guest_verbs_check() -> str:
 
 @pytest.fixture(scope="module")
 def rxe_checks(guest: Guest) -> dict[str, Any]:
-    """verbs-check's JSON line per check, run once for the module on rxe0; plus "_notes"
+    """verbs-check's JSON line per check, run once for the module on rxe0; plus "_crashes"
     (kernel crashes, if any) and "_raw" (the whole output)."""
     tool = guest_verbs_check()
     if not guest.alive():
@@ -76,25 +78,35 @@ def rxe_checks(guest: Guest) -> dict[str, Any]:
         if line.startswith("{"):
             report = json.loads(line)
             checks[report["check"]] = report
-    checks["_notes"] = peer_crash_notes(guest, mark)
+    checks["_crashes"] = peer_crashes(guest, mark)
     checks["_raw"] = f"exit {result.rc}: {result.output}"
     return checks
 
 
 def record_check(matrix: InteropMatrix, name: str, report: dict[str, Any] | None,
-                 ok: bool, notes: list[str]) -> None:
-    cell = CaseResult(initiator="ours-verbs@rxe", responder="kernel-rxe", provider=f"verbs {name}",
-                      outcome=Outcome.PASS if ok else Outcome.FAIL,
-                      expected=f"{name}: {EXPECTED[name]}", notes=list(notes))
+                 ok: bool, crashes: list[Any], raw: str) -> None:
+    """PASS; FINDING when rxe answered, otherwise than required; FAIL when the check did
+    not run (an error, no line)."""
+    answered = report is not None and report.get("result") in ("pass", "fail")
+    cell = CaseResult(initiator="ours-verbs@rxe", responder="kernel-rxe", provider="verbs",
+                      outcome=Outcome.PASS if ok else Outcome.FINDING if answered
+                      else Outcome.FAIL,
+                      expected=f"{name}: {EXPECTED[name]}", group="verbs-check", check=name,
+                      peer=VERBS_RXE)
+    attach_crashes(cell, crashes)
     if report is not None:
         cell.negotiated = report.get("negotiated")
-        cell.notes.append(f"{name}: {report.get('detail')}")
+        cell.notes.append(str(report.get("detail")))
         cell.elapsed_ms = report.get("elapsed_ms")
         if not ok:
-            cell.reason = str(report.get("got") or report.get("result"))
+            cell.reason = "deviation" if answered else str(report.get("result"))
+            cell.notes.insert(0, f"expected {report.get('expected', EXPECTED[name])}, got "
+                                 f"{report.get('got')}")
             cell.initiator_error = SideError(kind=str(report.get("result")),
                                              detail=str(report.get("connection") or
                                                         report.get("detail")))
+    else:
+        cell.evidence.append(Evidence("log", "verbs-check", raw))
     add_case(matrix, cell)
 
 
@@ -103,7 +115,7 @@ def check(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix, name: str) -
     report: dict[str, Any] | None = rxe_checks.get(name)
     ok = (report is not None and report.get("got") == EXPECTED[name]
           and report.get("result") == "pass" and report.get("device") == "rxe0")
-    record_check(kernel_matrix, name, report, ok, rxe_checks["_notes"])
+    record_check(kernel_matrix, name, report, ok, rxe_checks["_crashes"], rxe_checks["_raw"])
     assert report is not None, f"verbs-check reported nothing for {name}: {rxe_checks['_raw']}"
     assert report.get("device") == "rxe0", report
     assert report.get("got") == EXPECTED[name], report
@@ -167,12 +179,13 @@ def test_rdma_probe_xrc_reports_soft_devices_without_xrc(
     assert report["schema"] == "rdma-interop/xrc-devices/1"
     devices = {d["device"]: d for d in report["devices"]}
     assert {"siw0", "rxe0"} <= set(devices), report
-    for name, initiator, responder in (("siw0", "ours-verbs@siw", "kernel-siw"),
-                                       ("rxe0", "ours-verbs@rxe", "kernel-rxe")):
+    for name, initiator, responder, peer in (("siw0", "ours-verbs@siw", "kernel-siw", VERBS_SIW),
+                                             ("rxe0", "ours-verbs@rxe", "kernel-rxe", VERBS_RXE)):
         d = devices[name]
-        cell = CaseResult(initiator=initiator, responder=responder, provider="xrc lifetime",
+        cell = CaseResult(initiator=initiator, responder=responder, provider="verbs",
                           outcome=Outcome.SKIP if not d["supported"] else Outcome.PASS,
-                          expected="ibv_open_xrcd", notes=[f"{name}: {d['detail']}"])
+                          expected="ibv_open_xrcd", notes=[f"{name}: {d['detail']}"],
+                          group="xrc", check="XRC lifetime (rdma-probe xrc)", peer=peer)
         add_case(kernel_matrix, cell)
         assert not d["supported"], d
         assert d["errno"] in (EOPNOTSUPP, 38), d  # EOPNOTSUPP, or ENOSYS from older providers
@@ -181,12 +194,12 @@ def test_rdma_probe_xrc_reports_soft_devices_without_xrc(
 
 
 
-@pytest.mark.parametrize("device,address,initiator,responder", [
-    ("siw0", GUEST_SIW_ADDRESS, "ours-verbs@siw", "kernel-siw"),
-    ("rxe0", GUEST_RXE_ADDRESSES[0], "ours-verbs@rxe", "kernel-rxe"),
+@pytest.mark.parametrize("device,address,initiator,responder,peer", [
+    ("siw0", GUEST_SIW_ADDRESS, "ours-verbs@siw", "kernel-siw", VERBS_SIW),
+    ("rxe0", GUEST_RXE_ADDRESSES[0], "ours-verbs@rxe", "kernel-rxe", VERBS_RXE),
 ], ids=["siw", "rxe"])
 def test_xrc_pingpong(live_guest: Guest, kernel_matrix: InteropMatrix, device: str,
-                      address: str, initiator: str, responder: str) -> None:
+                      address: str, initiator: str, responder: str, peer: str) -> None:
     """rdma-core's ibv_xsrq_pingpong (XRC SRQs): skip with the reason when the device cannot
     open an XRC domain (EOPNOTSUPP); otherwise it must complete."""
     mark = live_guest.console_mark()
@@ -194,8 +207,9 @@ def test_xrc_pingpong(live_guest: Guest, kernel_matrix: InteropMatrix, device: s
     deadline = time.monotonic() + 10
     while not server.finished() and time.monotonic() < deadline:
         time.sleep(0.2)  # an XRC-capable device listens; one without fails at once
-    cell = CaseResult(initiator=initiator, responder=responder, provider="xrc",
-                      outcome=Outcome.FAIL, expected="ibv_xsrq_pingpong completes")
+    cell = CaseResult(initiator=initiator, responder=responder, provider="verbs",
+                      outcome=Outcome.FAIL, expected="ibv_xsrq_pingpong completes",
+                      group="xrc", check="ibv_xsrq_pingpong", peer=peer)
     try:
         if server.finished():
             done = server.wait(timeout=5)
@@ -209,7 +223,7 @@ def test_xrc_pingpong(live_guest: Guest, kernel_matrix: InteropMatrix, device: s
             except TimeoutError:
                 server.kill()
                 done = server.wait(timeout=5)
-        cell.notes += peer_crash_notes(live_guest, mark)
+        attach_crashes(cell, peer_crashes(live_guest, mark))
         reason = f"{device}: ibv_xsrq_pingpong: {done.output.strip()}"
         if done.rc != 0 and f"XRC Domain {EOPNOTSUPP}" in done.output:
             cell.outcome = Outcome.SKIP

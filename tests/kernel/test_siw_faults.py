@@ -13,12 +13,14 @@ re-posts its receive. The "later" cases first run that much of a ping correctly 
 "data phase"), then misbehave; the "after RTR" cases put the fault in the same TCP
 segment as the RTR.
 
-Each case is one matrix cell, initiator ``fault:<case>``, responder ``kernel-siw``:
+Each case is one matrix cell, row ``<case>`` of group "faults", column ``ours->siw``:
 
 - PASS: the kernel answered as RFC 5040/5041/5044 (and 6581) require (terminate_check.RULES).
-- FAIL deviation: it answered otherwise; the notes say which field, with the raw octets.
-- FAIL crashed: the guest kernel hit an oops/BUG/panic ("peer crashed", with the trace);
-  the guest is rebooted for the next case.
+- FINDING deviation: it answered otherwise; the notes say how many fields and why, the
+  evidence holds each deviation and the octets (what we sent, the kernel's Terminate, the
+  Terminate the RFCs require).
+- FINDING crashed: the guest kernel hit an oops/BUG/panic (its trace is the evidence); the
+  guest is rebooted for the next case.
 
 The pytest test passes in all three: a deviation or a crash is a finding about the kernel,
 not a broken test. It fails only when the case could not be run or observed: rping did not
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import add_case
+from conftest import OURS_TO_SIW, add_case, attach_crashes
 from fault_client import (
     OUR_SOURCE,
     RDMA_INFO,
@@ -48,10 +50,10 @@ from fault_client import (
     answer_read,
     start_ping,
 )
-from guest import GUEST_SIW_ADDRESS, Guest, GuestError, GuestJob
+from guest import GUEST_SIW_ADDRESS, Guest, GuestError, GuestJob, KernelCrash
 from terminate_check import RULES, Verdict, judge
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
 from rdma_interop.wire import MpaFrame, ReadRequest
 
 GUEST_PORT = 7001
@@ -300,29 +302,43 @@ def reply_view(reply: MpaFrame) -> dict[str, Any]:
             "rtr": rtr, "ird": reply.ird, "ord": reply.ord}
 
 
-def verdict_notes(name: str, injected: Injected, verdict: Verdict) -> list[str]:
-    """The deviations (as sentences, so that cells with the same finding share its note),
-    why they likely happen, and this case's octets in hex."""
-    notes = list(verdict.deviations)
+def verdict_findings(injected: Injected, verdict: Verdict) -> tuple[list[str], list[Evidence]]:
+    """Short notes (how many deviations, the first, why they likely happen) and the
+    evidence: every deviation, and the octets (what we sent, the kernel's Terminate, the
+    Terminate the RFCs require: decoded field by field in the HTML report)."""
+    notes: list[str] = []
+    evidence: list[Evidence] = []
+    if verdict.deviations:
+        notes.append(f"{len(verdict.deviations)} deviation(s) from the RFCs; the first: "
+                     f"{verdict.deviations[0]}")
+        evidence.append(Evidence("text", "deviations from the RFCs",
+                                 "\n".join(verdict.deviations)))
     for check in verdict.checks:
-        if check.diagnosis:
-            notes.append("why: " + "; ".join(check.diagnosis))
+        notes += ["why: " + d for d in check.diagnosis]
         if check.deviations:
-            notes.append(f"{name} octets (hex): we sent ULPDU {injected.offending.hex()}; kernel "
-                         f"siw's Terminate FPDU {check.raw_hex}; an RFC-conformant Terminate "
-                         f"ULPDU would be {check.required_hex}")
-    return notes
+            evidence += [
+                Evidence.frame("we sent this ULPDU", injected.offending),
+                Evidence.terminate("kernel siw's Terminate (FPDU)", bytes.fromhex(check.raw_hex)),
+                Evidence.terminate("the Terminate RFC 5040 s4.8 requires (ULPDU)",
+                                   bytes.fromhex(check.required_hex))]
+    return notes, evidence
 
 
 def record(matrix: InteropMatrix, name: str, outcome: Outcome, *, reason: str | None = None,
            expected: str | None = None, client: FaultClient | None = None,
-           notes: list[str], started: float) -> CaseResult:
+           notes: list[str], started: float, evidence: list[Evidence] | None = None,
+           crashes: list[KernelCrash] | None = None) -> CaseResult:
     cell = CaseResult(initiator=f"fault:{name}", responder="kernel-siw", provider="tcp",
                       outcome=outcome, reason=reason, expected=expected, notes=notes,
-                      elapsed_ms=(time.monotonic() - started) * 1000)
+                      elapsed_ms=(time.monotonic() - started) * 1000,
+                      group="faults", check=name, peer=OURS_TO_SIW,
+                      evidence=list(evidence or []))
+    attach_crashes(cell, crashes or [])
     if client is not None and client.reply is not None:
         cell.negotiated = our_view(client)
         cell.responder_negotiated = reply_view(client.reply)
+        cell.evidence += [Evidence.frame("our MPA Request", client.request_bytes),
+                          Evidence.frame("kernel siw's MPA Reply", client.reply_bytes)]
     add_case(matrix, cell)
     return cell
 
@@ -342,10 +358,10 @@ def test_kernel_siw_answers_fault(live_guest: Guest, kernel_matrix: InteropMatri
         try:
             injected = case.inject(client)
         except FaultClientError as e:
-            crashes = guest.crash_notes(mark, CRASH_GRACE_S)
-            record(kernel_matrix, case.name, Outcome.FAIL, reason="crashed" if crashes else
-                   "harness", client=client, started=started,
-                   notes=crashes + [f"{case.name}: could not reach the fault: {e}"])
+            crashes = guest.crashes(mark, CRASH_GRACE_S)
+            record(kernel_matrix, case.name, Outcome.FAIL, reason="harness", client=client,
+                   started=started, crashes=crashes,
+                   notes=[f"could not reach the fault: {e}"])
             if crashes:
                 guest.restart()
                 return  # the kernel crashed before the fault: that is the finding
@@ -355,25 +371,26 @@ def test_kernel_siw_answers_fault(live_guest: Guest, kernel_matrix: InteropMatri
         obs = client.observe(OBSERVE_S, linger_s=LINGER_S)
     finally:
         client.close()
-    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
-    if any("iwcm.c" in c for c in crashes) and case.name.endswith("_after_rtr"):
-        crashes.append(IWCM_CLOSE_BUG_WHY)
+    crashes = guest.crashes(mark, CRASH_GRACE_S)
     rping_out = "" if crashes else stop_rping(guest, job)
     verdict = judge(exp, obs)
-    notes = crashes + verdict_notes(case.name, injected, verdict)
+    notes, evidence = verdict_findings(injected, verdict)
+    if any("iwcm.c" in c.title for c in crashes) and case.name.endswith("_after_rtr"):
+        notes.append("the kernel's iw_cm BUG()s when a bad FPDU follows the RTR in one segment "
+                     "(see the evidence: why)")
+        evidence.append(Evidence("text", "why the kernel crashes", IWCM_CLOSE_BUG_WHY))
     expected = f"{case.what}: {exp.summary}"
-    if crashes:
-        outcome, reason = Outcome.FAIL, "crashed"
-    elif not verdict.answered:
+    if not crashes and not verdict.answered:
         outcome, reason = Outcome.FAIL, "no-answer"
     elif verdict.deviations:
-        outcome, reason = Outcome.FAIL, "deviation"
+        outcome, reason = Outcome.FINDING, "deviation"
     else:
-        outcome, reason = Outcome.PASS, None
-    record(kernel_matrix, case.name, outcome, reason=reason, expected=expected, client=client,
-           notes=notes, started=started)
-    print(f"{case.name}: {outcome.label} {reason or ''}: observed {verdict.observed}")
-    for note in notes:
+        outcome, reason = Outcome.PASS, None  # a crash makes it a FINDING (attach_crashes)
+    cell = record(kernel_matrix, case.name, outcome, reason=reason, expected=expected,
+                  client=client, notes=notes, started=started, evidence=evidence,
+                  crashes=crashes)
+    print(f"{case.name}: {cell.cell()}: observed {verdict.observed}")
+    for note in cell.notes:
         print(f"  {note}")
     if crashes:
         guest.restart()
@@ -404,30 +421,26 @@ def test_kernel_siw_ignores_reserved_bits_in_the_mpa_request(
             reply = client.read_reply(OBSERVE_S)
         except FaultClientError as e:
             reply = None
-            notes.append(f"{name}: the Request with reserved bits 0x0f was not answered with a "
+            notes.append(f"the Request with reserved bits 0x0f was not answered with a "
                          f"Reply (RFC 5044 s7.1: Res is not checked on receipt): {e}")
         if reply is not None:
             if reply.reject:
-                notes.append(f"{name}: the Reply rejects the Request, whose only oddity is the "
-                             f"reserved bits (RFC 5044 s7.1: not checked on receipt): "
-                             f"{client.reply_bytes.hex()}")
+                notes.append("the Reply rejects the Request, whose only oddity is the "
+                             "reserved bits (RFC 5044 s7.1: not checked on receipt)")
             if reply.reserved_bits:
-                notes.append(f"{name}: the MPA Reply's flags octet is "
-                             f"0x{client.reply_bytes[16]:02x}, its reserved bits "
-                             f"0x{reply.reserved_bits:x} copied from our Request; RFC 5044 s7.1: "
-                             "Res is zero when sending. Request "
-                             f"{client.request_bytes.hex()}, Reply {client.reply_bytes.hex()}")
+                notes.append(f"the MPA Reply's flags octet is 0x{client.reply_bytes[16]:02x}, "
+                             f"its reserved bits 0x{reply.reserved_bits:x} copied from our "
+                             "Request; RFC 5044 s7.1: Res is zero when sending")
             time.sleep(client.settle_s)
             client.send_rtr()
             client.shutdown_write()
             client.observe(OBSERVE_S)
-    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
+    crashes = guest.crashes(mark, CRASH_GRACE_S)
     if not crashes:
         stop_rping(guest, job)
-    outcome = Outcome.FAIL if crashes or notes else Outcome.PASS
-    reason = "crashed" if crashes else "deviation" if notes else None
-    record(kernel_matrix, name, outcome, reason=reason, client=client, started=started,
-           notes=crashes + notes,
+    outcome = Outcome.FINDING if notes else Outcome.PASS
+    record(kernel_matrix, name, outcome, reason="deviation" if notes else None, client=client,
+           started=started, notes=notes, crashes=crashes,
            expected="MPA Request with the four low Res bits set: accepted, Reply with Res zero "
                     "(RFC 5044 s7.1)")
     if crashes:
@@ -454,19 +467,20 @@ def test_kernel_siw_closes_on_an_mpa_request_with_a_bad_key(
             reply = None
         if reply is not None:
             if not reply.reject:
-                notes.append(f"{name}: the responder accepted a Request with a bad key: Reply "
-                             f"{client.reply_bytes.hex()} to {client.request_bytes.hex()}")
+                notes.append("the responder accepted a Request with a bad key")
             client.observe(OBSERVE_S)
         end = client.stream_end
-    crashes = guest.crash_notes(mark, CRASH_GRACE_S)
+    crashes = guest.crashes(mark, CRASH_GRACE_S)
     if not crashes:
         stop_rping(guest, job)
     if end is None:
-        notes.append(f"{name}: the connection stayed open {OBSERVE_S:g} s after the bad key")
-    outcome = Outcome.FAIL if crashes or notes else Outcome.PASS
-    reason = "crashed" if crashes else "deviation" if notes else None
-    record(kernel_matrix, name, outcome, reason=reason, client=None, started=started,
-           notes=crashes + notes,
+        notes.append(f"the connection stayed open {OBSERVE_S:g} s after the bad key")
+    outcome = Outcome.FINDING if notes else Outcome.PASS
+    evidence = [Evidence.frame("our MPA Request (bad key)", client.request_bytes)]
+    if client.reply_bytes:
+        evidence.append(Evidence.frame("kernel siw's answer", client.reply_bytes))
+    record(kernel_matrix, name, outcome, reason="deviation" if notes else None, client=None,
+           started=started, notes=notes, crashes=crashes, evidence=evidence,
            expected='MPA Request keyed "MPA ID Req Fram3": the responder closes without '
                     "accepting (RFC 5044 s7.1)")
     if crashes:

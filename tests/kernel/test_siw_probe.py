@@ -43,10 +43,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import add_case
-from guest import GUEST_SIW_ADDRESS, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob, build_dir
+from conftest import OURS_TO_SIW, add_case, attach_crashes
+from guest import (GUEST_SIW_ADDRESS, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob, KernelCrash,
+                   build_dir)
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 
 GUEST_PORT = 7004
 SHIPPED_PERSONALITIES = Path(__file__).resolve().parents[2] / "tools" / "personalities"
@@ -78,7 +79,7 @@ class ProbeRun:
     stderr: str
     elapsed_s: float
     report: dict[str, Any] | None
-    crash_notes: list[str] = field(default_factory=list)
+    crashes: list[KernelCrash] = field(default_factory=list)
     rping_alive: bool = True
     rping_output: str = ""
 
@@ -86,9 +87,9 @@ class ProbeRun:
         """The capability rows by id. A kernel crash fails the `first` test and skips the
         others (the rows past it describe a broken peer); a missing report or an rping that
         died fails them all."""
-        if self.crash_notes:
-            why = (f"the guest kernel crashed during the probe: {self.crash_notes[0]}. "
-                   f"Why: {CLOSE_BEFORE_RTR}")
+        if self.crashes:
+            why = (f"the guest kernel crashed during the probe: {self.crashes[0].note()} "
+                   f"[{self.crashes[0].gist()}]. Why: {CLOSE_BEFORE_RTR}")
             if first:
                 pytest.fail(why, pytrace=False)
             pytest.skip("not judged: the guest kernel crashed during the probe and the rows "
@@ -152,8 +153,8 @@ def run_probe(guest: Guest) -> ProbeRun:
             if candidate.get("schema") == SCHEMA:
                 report = candidate
     run = ProbeRun(command, rc, out, err, elapsed, report)
-    run.crash_notes = guest.crash_notes(mark, grace_s=1.0)
-    if run.crash_notes:
+    run.crashes = guest.crashes(mark, grace_s=1.0)
+    if run.crashes:
         guest.restart()  # the next module gets a sound kernel; this console is kept
         return run
     run.rping_alive = not job.finished()
@@ -165,15 +166,15 @@ def run_probe(guest: Guest) -> ProbeRun:
 def record(matrix: InteropMatrix, run: ProbeRun) -> None:
     """One matrix cell: the probe ran to the end against siw; notes list the rows that are
     not plain ok, so the matrix shows what the probe found."""
-    cell = CaseResult(initiator="ours-tcp", responder="kernel-siw", provider="rdma-probe",
+    cell = CaseResult(initiator="ours-tcp", responder="kernel-siw", provider="tcp",
                       outcome=Outcome.FAIL, elapsed_ms=run.elapsed_s * 1000,
                       expected="rdma-probe URI against rping -s -P: probed, siw's behaviour "
-                               "(siw_cm.c) in every row")
-    cell.notes += run.crash_notes
+                               "(siw_cm.c) in every row", group="rdma-probe",
+                      check="rdma-probe URI", peer=OURS_TO_SIW)
+    attach_crashes(cell, run.crashes)
     report = run.report
-    if run.crash_notes:
-        cell.reason = "peer crashed"
-        cell.notes.append(CLOSE_BEFORE_RTR)
+    if run.crashes:
+        cell.evidence.append(Evidence("text", "why the kernel crashes", CLOSE_BEFORE_RTR))
     elif report is None or run.rc != 0:
         cell.reason = "no report" if report is None else str(report.get("outcome"))
         cell.initiator_error = SideError(kind="rdma-probe",
@@ -183,12 +184,16 @@ def record(matrix: InteropMatrix, run: ProbeRun) -> None:
         cell.responder_error = SideError(kind="rping", detail=run.rping_output[-300:])
     else:
         cell.outcome = Outcome.PASS
-    if report is not None and not run.crash_notes:  # past a crash the rows mean nothing
+    if report is not None and not run.crashes:  # past a crash the rows mean nothing
         fp = report.get("fingerprint") or {}
+        rows = [f"{c['id']}: {c['verdict']}: {c['value']}"
+                for c in report.get("capabilities", []) if c["verdict"] != "ok"]
         cell.notes.append(f"fingerprint: {fp.get('summary')}")
-        cell.notes.append(f"responder_policy: {json.dumps(report.get('responder_policy'))}")
-        cell.notes += [f"{c['id']}: {c['verdict']}: {c['value']}"
-                       for c in report.get("capabilities", []) if c["verdict"] != "ok"]
+        cell.notes.append(f"{len(rows)} probe row(s) not plain ok (in the evidence)")
+        cell.evidence += [Evidence("text", "probe rows that are not plain ok", "\n".join(rows)),
+                          Evidence("log", "responder_policy (a personality file that replays "
+                                   "the peer)", json.dumps(report.get("responder_policy"),
+                                                           indent=2))]
     add_case(matrix, cell)
 
 

@@ -17,8 +17,10 @@ What siw does, from drivers/infiniband/sw/siw/siw_cm.c (6.1) and siw_main.c:
 - As initiator it requires a revision-2 Reply with the enhanced flag (siw_proc_mpareply)
   and fails the connection otherwise.
 
-Every case asserts the real outcome and adds a matrix cell; a kernel oops/BUG is reported
-as "peer crashed" with its trace, and the guest is rebooted for the next case.
+Every case asserts the real outcome and adds a matrix cell (group "rping", row the variant,
+column ours->siw or siw->ours); a kernel oops/BUG makes the cell a FINDING "crashed" with
+its trace, and the guest is rebooted for the next case. A Send-only RTR offer that siw
+answers with an RTR it was not offered is a FINDING (RFC 6581 s3), not an XFAIL.
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from dataclasses import dataclass, field
 
 import pytest
 import rping_peer
-from conftest import add_case, peer_crash_notes
-from guest import GUEST_SIW_ADDRESS, HOST_FROM_GUEST, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob
+from conftest import OURS_TO_SIW, SIW_TO_OURS, add_case, attach_crashes, peer_crashes
+from guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob,
+                   KernelCrash)
 from rping_peer import RpingError, RpingResult, frame_hex
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 from rdma_interop.provider import (
     ConnectionState,
     Crc,
@@ -53,10 +56,12 @@ GUEST_PORT = 7001
 STALL_S = 2.5
 VERIFIED_NOTE = (f"rping -C {PINGS}: each ping {SIZE} octets RDMA Read by the server and "
                  f"RDMA Written back, sink == start verified on both sides")
-DELAY_NOTE = (f"finding (siw first-FPDU race): siw's passive side switches its socket to the "
-              "QP only after sending the MPA Reply (siw_accept()), and an FPDU landing in "
-              "between sits unread until the next segment; our initiator held its first FPDU "
-              f"{SIW_FIRST_FPDU_DELAY_MS} ms after the Reply (MpaPolicy.first_fpdu_delay_ms)")
+DELAY_NOTE = (f"our initiator held its first FPDU {SIW_FIRST_FPDU_DELAY_MS} ms after siw's Reply "
+              "(siw's first-FPDU race: see the evidence)")
+DELAY_WHY = ("siw's passive side switches its socket to the QP only after sending the MPA "
+             "Reply (siw_accept()), and an FPDU landing in between sits unread until the next "
+             "segment; our initiator holds its first FPDU after the Reply "
+             "(MpaPolicy.first_fpdu_delay_ms)")
 CLOSE_BEFORE_RTR_NOTE = (
     "finding (kernel iw_cm): siw's passive side waits for the RTR with its iw_cm id in "
     "CONN_RECV (siw_accept() delivers ESTABLISHED only from siw_rtr_data_ready()); when the "
@@ -195,7 +200,7 @@ class ClientRun:
     stalled: str | None = None  # `ss` output when the exchange hung, then failed
     rping_rc: int | None = None
     rping_output: str = ""
-    notes: list[str] = field(default_factory=list)
+    crashes: list[KernelCrash] = field(default_factory=list)
 
 
 def run_client_once(guest: Guest, provider: Provider, case: Case) -> ClientRun:
@@ -229,7 +234,7 @@ def run_client_once(guest: Guest, provider: Provider, case: Case) -> ClientRun:
     except TimeoutError:
         run.rping_output = job.output()
         job.kill()
-    run.notes = peer_crash_notes(guest, mark)
+    run.crashes = peer_crashes(guest, mark)
     return run
 
 
@@ -238,12 +243,15 @@ def test_ours_tcp_to_kernel_siw_rping_server(live_guest: Guest, provider: Provid
                                              kernel_matrix: InteropMatrix, case: Case) -> None:
     started = time.monotonic()
     run = run_client_once(live_guest, provider, case)
-    notes = list(run.notes)
+    cell = CaseResult(initiator="ours-tcp", responder="kernel-siw", provider="tcp",
+                      outcome=Outcome.FAIL, expected=case.why or None, group="rping",
+                      check=case.label.removeprefix("tcp "), peer=OURS_TO_SIW)
+    attach_crashes(cell, run.crashes)
     if run.stalled is not None:
-        notes.append(f"exchange stalled; siw's socket (ss): {run.stalled!r}")
-    cell = CaseResult(initiator="ours-tcp", responder="kernel-siw", provider=case.label,
-                      outcome=Outcome.FAIL, expected=case.why or None,
-                      notes=list(dict.fromkeys(notes)))
+        cell.notes.append("exchange stalled (siw's socket in the evidence)")
+        cell.evidence.append(Evidence("log", "siw's socket (ss)", run.stalled))
+    if run.rping_output:
+        cell.evidence.append(Evidence("log", f"rping -s (exit {run.rping_rc})", run.rping_output))
     try:
         if case.xfail == "no_matching_rtr":
             check_send_only_offer(case, run, cell)
@@ -271,6 +279,8 @@ def check_client_pass(case: Case, run: ClientRun, cell: CaseResult) -> None:
     assert got == (case.revision, case.crc, case.rtr), (
         f"negotiated {got}; sent {frame_hex(r.info.sent_frame)} "
         f"received {frame_hex(r.info.received_frame)}")
+    cell.evidence += [Evidence.frame("our MPA Request", r.info.sent_frame.encode()),
+                      Evidence.frame("kernel siw's MPA Reply", r.info.received_frame.encode())]
     assert r.bytes_verified == PINGS * SIZE
     problems = rping_output_ok(run.rping_output, "server", PINGS, SIZE)
     assert not problems, (problems, run.rping_output)
@@ -280,6 +290,7 @@ def check_client_pass(case: Case, run: ClientRun, cell: CaseResult) -> None:
     cell.notes.append(VERIFIED_NOTE)
     if r.first_fpdu_delay_ms:
         cell.notes.append(DELAY_NOTE)
+        cell.evidence.append(Evidence("text", "siw's first-FPDU race", DELAY_WHY))
 
 
 def check_send_only_offer(case: Case, run: ClientRun, cell: CaseResult) -> None:
@@ -301,21 +312,26 @@ def check_send_only_offer(case: Case, run: ClientRun, cell: CaseResult) -> None:
         peer_to_peer=True, rtr_send=True, ird=case.policy.ird, ord=case.policy.ord))
     cell.negotiated = None
     cell.responder_negotiated = rping_peer.frame_view(reply, request)
-    if reply.rtr_write or reply.rtr_read:
-        # The responder chose an RTR we did not offer: the initiator's Terminate carries
-        # MPA error code 0x07 (RFC 6581 s3), layer LLP (2), error type MPA (0).
-        assert err.terminate == (2, 0, 0x07), err.terminate
-        cell.notes.append(
-            "finding (siw vs RFC 6581 s3): to a Request offering only a Send RTR siw's Reply "
-            f"selects a {'Write' if reply.rtr_write else 'Read'} RTR, which was not offered "
-            "(siw_proc_mpareq: 'Propose zero "
-            "length Write if none of Read and Write is indicated'), instead of failing with "
-            f"'no matching RTR option'. Request {request.encode().hex()}, "
-            f"Reply {frame_hex(reply)}")
-    if any(n.startswith("peer crashed") for n in cell.notes):
-        cell.notes.append(CLOSE_BEFORE_RTR_NOTE)
+    cell.evidence += [Evidence.frame("our MPA Request (Send RTR only)", request.encode()),
+                      Evidence.frame("kernel siw's MPA Reply", reply.encode())]
     cell.outcome = Outcome.XFAIL
     cell.expected_failure = "no_matching_rtr"
+    if reply.rtr_write or reply.rtr_read:
+        # The responder chose an RTR we did not offer: the initiator's Terminate carries
+        # MPA error code 0x07 (RFC 6581 s3), layer LLP (2), error type MPA (0). Our side did
+        # what the standard requires; siw did not: a finding, not an expected failure.
+        assert err.terminate == (2, 0, 0x07), err.terminate
+        cell.outcome = Outcome.FINDING
+        cell.reason = "deviation"
+        cell.notes.append(
+            f"siw answers a Send-only RTR offer with a {'Write' if reply.rtr_write else 'Read'} "
+            "RTR it was not offered (RFC 6581 s3 requires failing with 'no matching RTR "
+            "option'; siw_proc_mpareq: 'Propose zero length Write if none of Read and Write "
+            "is indicated'); our initiator fails no_matching_rtr and Terminates (2/0/0x07)")
+    if any(e.kind == "crash" for e in cell.evidence):
+        cell.notes.append("the kernel's iw_cm BUG()s when the initiator closes before its RTR "
+                          "(see the evidence: why)")
+        cell.evidence.append(Evidence("text", "why the kernel crashes", CLOSE_BEFORE_RTR_NOTE))
 
 
 def check_rev1_read_refused(case: Case, run: ClientRun, cell: CaseResult) -> None:
@@ -331,15 +347,15 @@ def check_rev1_read_refused(case: Case, run: ClientRun, cell: CaseResult) -> Non
                                                       err.info.sent_frame)
     cell.initiator_error = SideError(kind=err.step, detail=err.detail)
     cell.responder_error = kernel_error(run.rping_output)
+    cell.evidence += [Evidence.frame("our MPA Request", err.info.sent_frame.encode()),
+                      Evidence.frame("kernel siw's MPA Reply", err.info.received_frame.encode())]
     assert err.iteration == 0 and "after the server's RDMA Read" in err.step, err
     assert err.state is not ConnectionState.CONNECTED, err
     assert "post send error" in run.rping_output and run.rping_rc != 0, run.rping_output
     cell.notes.append(
         "revision 1: the siw passive side keeps IRD/ORD 0 (no RFC 6581 words to set them, "
         "rdma_accept takes the request's 0/0), so the rping server's RDMA Read fails to post "
-        f"(-EINVAL, 'We negotiated not to send READ req's'); rping printed: "
-        f"{kernel_error(run.rping_output).detail}; our Request {frame_hex(err.info.sent_frame)}, "
-        f"siw's Reply {frame_hex(err.info.received_frame)}")
+        "(-EINVAL, 'We negotiated not to send READ req's')")
     cell.outcome = Outcome.XFAIL
     cell.expected_failure = "rdma_read_refused"
 
@@ -351,8 +367,9 @@ def check_rev1_read_refused(case: Case, run: ClientRun, cell: CaseResult) -> Non
 def test_kernel_siw_rping_client_to_ours_tcp(live_guest: Guest, provider: Provider,
                                              kernel_matrix: InteropMatrix, case: Case) -> None:
     started = time.monotonic()
-    cell = CaseResult(initiator="kernel-siw", responder="ours-tcp", provider=case.label,
-                      outcome=Outcome.FAIL, expected=case.why or None)
+    cell = CaseResult(initiator="kernel-siw", responder="ours-tcp", provider="tcp",
+                      outcome=Outcome.FAIL, expected=case.why or None, group="rping",
+                      check=case.label.removeprefix("tcp "), peer=SIW_TO_OURS)
     mark = live_guest.console_mark()
     result: RpingResult | None = None
     error: RpingError | None = None
@@ -370,7 +387,9 @@ def test_kernel_siw_rping_client_to_ours_tcp(live_guest: Guest, provider: Provid
             except TimeoutError:
                 rc, output = None, job.output()
                 job.kill()
-        cell.notes += peer_crash_notes(live_guest, mark)
+        attach_crashes(cell, peer_crashes(live_guest, mark))
+        if output:
+            cell.evidence.append(Evidence("log", f"rping -c (exit {rc})", output))
         if case.xfail == "revision_unsupported":
             check_server_rev1(result, error, rc, output, cell)
         else:
@@ -391,10 +410,13 @@ def check_server_pass(case: Case, result: RpingResult | None, error: RpingError 
     cell.negotiated = result.peer_negotiated  # the initiator is the kernel
     cell.responder_negotiated = result.negotiated
     p = result.info.params
+    cell.evidence += [
+        Evidence.frame("kernel siw's MPA Request", result.info.received_frame.encode()),
+        Evidence.frame("our MPA Reply", result.info.sent_frame.encode())]
     assert (p.revision, p.crc, p.rtr, p.peer_to_peer) == (case.revision, case.crc, None, False)
     request = result.info.received_frame
     assert request.enhanced is not None and not request.peer_to_peer and not request.crc, (
-        f"siw's Request changed: {frame_hex(request)}")
+        f"siw's Request changed: {request.encode().hex()}")
     assert result.bytes_verified == PINGS * SIZE
     problems = rping_output_ok(output, "client", PINGS, SIZE)
     assert not problems, (problems, output)
@@ -414,12 +436,13 @@ def check_server_rev1(result: RpingResult | None, error: RpingError | None,
     cell.responder_error = SideError(kind=error.step, detail=error.detail)
     cell.initiator_error = SideError(failure="revision_unsupported", kind="rping",
                                      detail=kernel_error(output).detail)
+    cell.evidence += [
+        Evidence.frame("kernel siw's MPA Request", error.info.received_frame.encode()),
+        Evidence.frame("our MPA Reply", error.info.sent_frame.encode())]
     assert error.iteration == 0 and error.step == "recv start advertisement", error
     assert rc not in (None, 0) and "RDMA_CM_EVENT_REJECTED" in output, (rc, output)
     cell.notes.append(
         "siw (siw_proc_mpareply) requires a revision-2 Reply with the enhanced flag to its "
-        "enhanced Request and ends the connection (-ECONNRESET, rping: "
-        f"'{kernel_error(output).detail}'); siw's Request {frame_hex(error.info.received_frame)}"
-        f", our Reply {frame_hex(error.info.sent_frame)}")
+        "enhanced Request and ends the connection (-ECONNRESET)")
     cell.outcome = Outcome.XFAIL
     cell.expected_failure = "revision_unsupported"

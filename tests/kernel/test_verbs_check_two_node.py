@@ -27,15 +27,17 @@ import time
 from typing import Any
 
 import pytest
-from conftest import add_case, peer_crash_notes
+from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
 from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
 
 #: First port of each pair: check i listens on PORT + i (the agent owns 7000).
 RXE_PORT = 7520
 SIW_PORT = 7540
 LONELY_PORT = 7560
+#: The kernel matrix's row for a whole two-node run (group "verbs-check").
+TWO_NODE_ROW = "all, two nodes (--serve/--peer)"
 #: What each check must observe on rxe (the client's "got"), in the tool's order.
 RXE_EXPECTED = {
     "send-recv": "verified",
@@ -71,7 +73,7 @@ def lines_of(text: str) -> dict[str, dict[str, Any]]:
 def run_pair(guest: Guest, serve_address: str, peer_args: str, port: int,
              extra: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     """`verbs-check --serve` in the background, then the client; returns both runs:
-    {"rc", "checks" (by name), "raw"} each, and the kernel crash notes in the client's."""
+    {"rc", "checks" (by name), "raw"} each, and the kernel crashes in the client's."""
     mark = guest.console_mark()
     common = f"--port {port} --timeout {CHECK_TIMEOUT_S} --json {extra}"
     serve = guest.spawn(f"{tool()} --serve --address {serve_address} {common}")
@@ -81,10 +83,10 @@ def run_pair(guest: Guest, serve_address: str, peer_args: str, port: int,
     except TimeoutError:
         serve.kill()
         served = serve.wait(timeout=10)
-    notes = peer_crash_notes(guest, mark)
+    crashes = peer_crashes(guest, mark)
     return ({"rc": served.rc, "checks": lines_of(served.output), "raw": served.output},
             {"rc": client.rc, "checks": lines_of(client.output), "raw": client.output,
-             "notes": notes})
+             "crashes": crashes})
 
 
 @pytest.fixture(scope="module")
@@ -106,13 +108,20 @@ def test_two_node_rxe_serve_and_peer_pass_every_check(
                 for name, want in RXE_EXPECTED.items()
                 if checks.get(name, {}).get("got") != want
                 or checks.get(name, {}).get("result") != "pass"]
-    add_case(kernel_matrix, CaseResult(
-        initiator="ours-verbs@rxe", responder="kernel-rxe", provider="verbs-check two-node",
-        outcome=Outcome.FAIL if failures or client["notes"] else Outcome.PASS,
-        reason="crashed" if client["notes"] else ("mismatch" if failures else None),
+    cell = CaseResult(
+        initiator="ours-verbs@rxe", responder="kernel-rxe", provider="verbs",
+        outcome=Outcome.FAIL if failures else Outcome.PASS,
+        reason="mismatch" if failures else None,
         negotiated=checks.get("read", {}).get("negotiated"),
-        expected="every check passes, rxe1 -> rxe0", notes=[*client["notes"], *failures]))
-    assert not client["notes"], client["notes"]
+        expected="every check passes, rxe1 -> rxe0", group="verbs-check",
+        check=TWO_NODE_ROW, peer=VERBS_RXE,
+        notes=[f"{len(failures)} check(s) not as expected"] if failures else
+        [f"{len(checks)} checks pass, rxe1 -> rxe0"])
+    if failures:
+        cell.evidence.append(Evidence("text", "checks not as expected", "\n".join(failures)))
+    attach_crashes(cell, client["crashes"])
+    add_case(kernel_matrix, cell)
+    assert not client["crashes"], [c.note() for c in client["crashes"]]
     assert set(checks) == set(RXE_EXPECTED), client["raw"]
     assert not failures, failures
     assert client["rc"] == 0, client["raw"]
@@ -160,14 +169,21 @@ def test_two_node_siw_loopback_keeps_the_one_node_results(
                               SIW_PORT)
     checks = client["checks"]
     assert set(checks) == set(RXE_EXPECTED), client["raw"]
-    findings = [f"siw two-node {c['check']}: expected {c['expected']}, got {c['got']}: "
-                f"{c['detail']}" for c in checks.values() if c["result"] == "fail"]
-    add_case(kernel_matrix, CaseResult(
-        initiator="ours-verbs@siw", responder="kernel-siw", provider="verbs-check two-node",
-        outcome=Outcome.FAIL if findings or client["notes"] else Outcome.PASS,
-        reason="crashed" if client["notes"] else ("deviation" if findings else None),
-        negotiated=checks["read"].get("negotiated"), notes=[*client["notes"], *findings]))
-    assert not client["notes"], client["notes"]
+    failed = [c for c in checks.values() if c["result"] == "fail"]
+    cell = CaseResult(
+        initiator="ours-verbs@siw", responder="kernel-siw", provider="verbs",
+        outcome=Outcome.FINDING if failed else Outcome.PASS,
+        reason="deviation" if failed else None, group="verbs-check", check=TWO_NODE_ROW,
+        peer=VERBS_SIW, negotiated=checks["read"].get("negotiated"),
+        expected="every check as on one node",
+        notes=[f"siw answers otherwise in {', '.join(c['check'] for c in failed)} (as on one "
+               "node)"] if failed else [f"{len(checks)} checks pass"])
+    if failed:
+        cell.evidence.append(Evidence("text", "what verbs-check saw", "\n".join(
+            f"{c['check']}: expected {c['expected']}, got {c['got']}: {c['detail']}"
+            for c in failed)))
+    attach_crashes(cell, client["crashes"])
+    add_case(kernel_matrix, cell)
     for name in SIW_KEEPS:
         assert checks[name]["result"] == "pass", checks[name]
     for c in checks.values():

@@ -36,10 +36,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import add_case
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path, json_lines
+from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes
+from guest import (GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, KernelCrash, build_dir,
+                   guest_path, json_lines)
 
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome, SideError
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 
 SCHEMA = "rdma-interop/probe/2"
 TIMEOUT_S = 3
@@ -81,6 +82,11 @@ class Device:
     def cell(self) -> str:
         return f"ours-verbs@{self.name.rstrip('0123456789')}"
 
+    @property
+    def peer(self) -> str:
+        """The kernel matrix's column."""
+        return VERBS_SIW if self.iwarp else VERBS_RXE
+
 
 DEVICES = [Device("siw0", GUEST_SIW_ADDRESS, 7300), Device("rxe0", GUEST_RXE_ADDRESSES[0], 7301)]
 
@@ -95,15 +101,15 @@ class VerbsProbeRun:
     report: dict[str, Any] | None
     served: list[dict[str, Any]] = field(default_factory=list)  # serve's "connection" lines
     serve_output: str = ""
-    crash_notes: list[str] = field(default_factory=list)
+    crashes: list[KernelCrash] = field(default_factory=list)
     # siw only, when dynamic debug is on: the Terminates the kernel received, in order.
     kernel_terminates: list[tuple[int, int, int]] | None = None
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """The capability rows by id; fails when the guest crashed or there is no report."""
-        if self.crash_notes:
+        if self.crashes:
             pytest.fail(f"the guest kernel crashed during the probe over {self.device.name}: "
-                        f"{self.crash_notes[0]}", pytrace=False)
+                        f"{self.crashes[0].note()} [{self.crashes[0].gist()}]", pytrace=False)
         if self.report is None:
             pytest.fail(f"no {SCHEMA} report (exit {self.rc}): {self.command}\n"
                         f"{self.output[-3000:]}", pytrace=False)
@@ -153,8 +159,8 @@ def run_probe(guest: Guest, device: Device) -> VerbsProbeRun:
         reports = [r for r in json_lines(result.output) if r.get("schema") == SCHEMA]
         run = VerbsProbeRun(device, command, result.rc, result.output, elapsed,
                             reports[-1] if reports else None)
-        run.crash_notes = guest.crash_notes(mark, grace_s=1.0)
-        if run.crash_notes:
+        run.crashes = guest.crashes(mark, grace_s=1.0)
+        if run.crashes:
             guest.restart()  # the next device gets a sound kernel; this console is kept
             return run
         if debug:
@@ -177,14 +183,15 @@ def record(matrix: InteropMatrix, run: VerbsProbeRun) -> None:
     """One cell: the probe ran to the end through the device; notes list the rows that are
     not ok or n/a, so the matrix shows what the probe found."""
     cell = CaseResult(initiator=run.device.cell, responder=run.device.cell,
-                      provider="rdma-probe", outcome=Outcome.FAIL,
+                      provider="verbs", outcome=Outcome.FAIL,
                       elapsed_ms=run.elapsed_s * 1000,
                       expected="rdma-probe verbs:// against rdma-probe serve on the same "
-                               "device: probed, the connection-level rows measured")
-    cell.notes += run.crash_notes
+                               "device: probed, the connection-level rows measured",
+                      group="rdma-probe", check="rdma-probe URI", peer=run.device.peer)
+    attach_crashes(cell, run.crashes)
     report = run.report
-    if run.crash_notes:
-        cell.reason = "peer crashed"
+    if run.crashes:
+        pass  # a FINDING "crashed" (attach_crashes)
     elif report is None or run.rc != 0 or report.get("outcome") != "probed":
         cell.reason = "no report" if report is None else str(report.get("outcome"))
         cell.initiator_error = SideError(kind="rdma-probe", detail=run.output[-300:])
@@ -195,10 +202,13 @@ def record(matrix: InteropMatrix, run: VerbsProbeRun) -> None:
             cell.mismatches.append(f"rows not tested: {', '.join(untested)}")
         else:
             cell.outcome = Outcome.PASS
-    if report is not None and not run.crash_notes:
-        cell.notes += [f"{c['id']}: {c['verdict']}: {c['value']}"
-                       for c in report.get("capabilities", [])
-                       if c["verdict"] not in ("ok", "n/a")]
+    if report is not None and not run.crashes:
+        rows = [f"{c['id']}: {c['verdict']}: {c['value']}"
+                for c in report.get("capabilities", []) if c["verdict"] not in ("ok", "n/a")]
+        if rows:
+            cell.notes.append(f"{len(rows)} probe row(s) neither ok nor n/a (in the evidence)")
+            cell.evidence.append(Evidence("text", "probe rows neither ok nor n/a",
+                                          "\n".join(rows)))
     add_case(matrix, cell)
 
 
