@@ -19,6 +19,8 @@ packages=(
   python3 python3-dev python3-pybind11 pybind11-dev python3-pytest python3-mypy python3-yaml
   # captures and the namespace lab
   tshark tcpdump iproute2 nftables
+  # the HTML report's test in a real browser (headless, no network)
+  chromium
   # the kernel tier: a qemu guest running Debian's kernel with siw and rxe
   # (build-guest.sh fetches the kernel, its headers and source itself)
   qemu-system-x86 busybox-static cpio xz-utils kmod
