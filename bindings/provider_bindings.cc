@@ -1,5 +1,5 @@
 // provider_bindings.cc - the verbs-like provider API (core/transport/provider.h), MPA
-// policies and personalities (core/cm/mpa_policy.h, personality.h), work requests and
+// policies and personalities (core/cm/mpa_policy.h, core/personality/), work requests and
 // completions (core/rdmap/work_request.h).
 //
 // Blocking calls (connect, next_request, accept, reject, poll_completions, CompletionQueue
@@ -32,6 +32,8 @@
 #include "core/cm/mpa_policy.h"
 #include "core/cm/negotiated_params.h"
 #include "core/cm/personality.h"
+#include "core/personality/file_loader.h"
+#include "core/personality/json_codec.h"
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
 #include "core/rdmap/work_request.h"
@@ -120,7 +122,7 @@ transport::ProviderUri parse_uri(std::string_view text) {
 
 std::vector<std::filesystem::path> dirs_or_default(
     const std::optional<std::vector<std::filesystem::path>>& dirs) {
-  return dirs ? *dirs : cm::default_personality_dirs();
+  return dirs ? *dirs : personality::default_personality_dirs();
 }
 
 void bind_policy(py::module_& m) {
@@ -219,7 +221,7 @@ void bind_policy(py::module_& m) {
       .def_property("rtr_timeout_ms", rtr_timeout.first, rtr_timeout.second)
       .def_property("first_fpdu_delay_ms", first_fpdu_delay.first, first_fpdu_delay.second)
       .def(py::self == py::self)
-      .def("__repr__", [](const MpaPolicy& p) { return cm::to_json(p).dump(); });
+      .def("__repr__", [](const MpaPolicy& p) { return personality::to_json(p).dump(); });
   m.def("validate_policy", &cm::validate, py::arg("policy"),
         "Contradictions in the policy, one sentence each; empty when usable.");
 
@@ -270,16 +272,16 @@ void bind_personality(py::module_& m) {
       .def_readwrite("source_version", &Personality::source_version)
       .def_readwrite("source_path", &Personality::source_path)
       .def(py::self == py::self)
-      .def("to_json", [](const Personality& p) { return cm::to_json(p).dump(); })
-      .def("__repr__", [](const Personality& p) { return cm::to_json(p).dump(); });
+      .def("to_json", [](const Personality& p) { return personality::to_json(p).dump(); })
+      .def("__repr__", [](const Personality& p) { return personality::to_json(p).dump(); });
 
   m.def(
-      "default_personality_dirs", [] { return cm::default_personality_dirs(); },
+      "default_personality_dirs", [] { return personality::default_personality_dirs(); },
       "Where personalities are looked up, in order (existing directories only).");
   m.def(
       "parse_personality",
       [](std::string_view text, std::string_view origin, std::string_view default_name) {
-        auto p = cm::parse_personality(text, origin, default_name);
+        auto p = personality::parse_personality(text, origin, default_name);
         if (!p) throw py::value_error(p.error());
         return *p;
       },
@@ -289,7 +291,7 @@ void bind_personality(py::module_& m) {
       "find_personality",
       [](std::string_view name_or_path,
          const std::optional<std::vector<std::filesystem::path>>& dirs) {
-        auto p = cm::find_personality(name_or_path, dirs_or_default(dirs));
+        auto p = personality::find_personality(name_or_path, dirs_or_default(dirs));
         if (!p) throw py::value_error(p.error());
         return *p;
       },
@@ -299,7 +301,7 @@ void bind_personality(py::module_& m) {
       "list_personalities",
       [](const std::optional<std::vector<std::filesystem::path>>& dirs) {
         std::vector<std::string> problems;
-        auto found = cm::list_personalities(dirs_or_default(dirs), &problems);
+        auto found = personality::list_personalities(dirs_or_default(dirs), &problems);
         return py::make_tuple(found, problems);
       },
       py::arg("dirs") = py::none(), "(personalities sorted by name, load errors).");

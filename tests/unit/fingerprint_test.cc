@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/personality/file_loader.h"
+
 #include <string>
 #include <vector>
 
@@ -17,13 +19,13 @@ const std::filesystem::path kShipped = RDMA_INTEROP_TEST_PERSONALITY_DIR;
 
 std::vector<cm::Personality> shipped() {
   std::vector<std::string> problems;
-  auto all = cm::list_personalities({kShipped}, &problems);
+  auto all = personality::list_personalities({kShipped}, &problems);
   EXPECT_TRUE(problems.empty()) << problems.front();
   return all;
 }
 
 cm::Personality load(const std::string& name) {
-  auto p = cm::find_personality(name, {kShipped});
+  auto p = personality::find_personality(name, {kShipped});
   EXPECT_TRUE(p.has_value()) << p.error();
   return *p;
 }

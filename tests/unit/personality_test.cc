@@ -1,6 +1,7 @@
 // Personality files: the shipped ones load as the policies they document, and every bad
 // input gets its own clear error naming the file (and line).
-#include "core/cm/personality.h"
+#include "core/personality/file_loader.h"
+#include "core/personality/json_codec.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,8 +14,10 @@
 #include <future>
 #include <string>
 
-namespace rdma_interop::cm {
+namespace rdma_interop::personality {
 namespace {
+
+using namespace rdma_interop::cm;
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -572,26 +575,5 @@ TEST(PersonalityError, FilesAboveTheSizeCapAreRefused) {
   EXPECT_NE(over.error().find("larger than 65536 octets"), std::string::npos) << over.error();
 }
 
-// --- JSON out ---------------------------------------------------------------------------
-
-TEST(NegotiatedJson, HasTheRdmaProbeShape) {
-  NegotiatedParams n;
-  n.revision = 2;
-  n.crc = true;
-  n.enhanced = true;
-  n.peer_to_peer = true;
-  n.rtr = RtrType::kRead;
-  n.ird = 16;
-  n.ord = 16;
-  n.peer_ird = 32;
-  n.peer_ord = 32;
-  EXPECT_EQ(to_json(n).dump(),
-            R"({"revision":2,"crc":true,"markers_to_peer":false,"markers_from_peer":false,)"
-            R"("enhanced":true,"peer_to_peer":true,"rtr":"read","ird":16,"ord":16,)"
-            R"("peer_ird":32,"peer_ord":32})");
-  n.rtr.reset();
-  EXPECT_TRUE(to_json(n)["rtr"].is_null());
-}
-
 }  // namespace
-}  // namespace rdma_interop::cm
+}  // namespace rdma_interop::personality

@@ -86,9 +86,6 @@ int run_connect(const ConnectOptions& options);
 int run_list_personalities(const ListOptions& options);
 int run_probe(const ProbeOptions& options);
 
-// --personality-dir directories, then the defaults (personality.h).
-std::vector<std::filesystem::path> personality_search_dirs(
-    const std::vector<std::string>& extra_dirs);
 // Resolves --personality; the error is a sentence for stderr (exit status 2).
 Expected<cm::Personality, std::string> resolve_personality(const PersonalityChoice& choice);
 

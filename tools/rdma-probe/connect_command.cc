@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "tools/rdma-probe/negotiated_json.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
@@ -128,7 +129,7 @@ int run_connect(const ConnectOptions& options) {
 
   auto& connection = **connected;
   const auto& info = connection.info();
-  report["negotiated"] = cm::to_json(info.params);
+  report["negotiated"] = probe::to_json(info.params);
   report["fell_back_to_revision1"] = info.fell_back_to_revision1;
 
   ExchangeOptions exchange_options;

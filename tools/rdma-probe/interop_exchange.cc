@@ -1,3 +1,4 @@
+#include "tools/rdma-probe/negotiated_json.h"
 #include "tools/rdma-probe/interop_exchange.h"
 
 #include <algorithm>
@@ -400,7 +401,7 @@ std::optional<RemoteRegion> advertise_and_await_responder(Session& s, ExchangeRe
   if (!a_to) return std::nullopt;
   json advertise{{"op", "advertise"}, {"stag", a_stag},
                  {"addr", *a_to},     {"len", kRegionSize},
-                 {"seed", seed_a},    {"negotiated", cm::to_json(connection.info().params)}};
+                 {"seed", seed_a},    {"negotiated", probe::to_json(connection.info().params)}};
   if (!s.send_message("advertise", advertise)) return std::nullopt;
 
   auto c = await_region(s, r, "await_responder_done", "responder_done");
@@ -523,7 +524,7 @@ ExchangeResult run_responder_exchange(transport::Connection& connection, Exchang
   if (!c_to) return s.finish(false);
   json done{{"op", "responder_done"}, {"seed", seed_b},
             {"stag", c_stag},         {"addr", *c_to},
-            {"len", kRegionSize},     {"negotiated", cm::to_json(connection.info().params)}};
+            {"len", kRegionSize},     {"negotiated", probe::to_json(connection.info().params)}};
   if (!s.send_message("responder_done", done)) return s.finish(false);
 
   // 3. The initiator checked A, wrote C and read it back.

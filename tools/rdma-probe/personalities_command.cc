@@ -2,18 +2,13 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/personality/file_loader.h"
+#include "core/personality/json_codec.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/json_report.h"
 
 namespace rdma_interop::probe {
-
-std::vector<std::filesystem::path> personality_search_dirs(
-    const std::vector<std::string>& extra_dirs) {
-  std::vector<std::filesystem::path> dirs(extra_dirs.begin(), extra_dirs.end());
-  for (auto& d : cm::default_personality_dirs()) dirs.push_back(std::move(d));
-  return dirs;
-}
 
 Expected<cm::Personality, std::string> resolve_personality(const PersonalityChoice& choice) {
   for (const auto& d : choice.extra_dirs) {
@@ -22,7 +17,8 @@ Expected<cm::Personality, std::string> resolve_personality(const PersonalityChoi
       return unexpected("--personality-dir " + d + ": no such directory");
     }
   }
-  return cm::find_personality(choice.name_or_path, personality_search_dirs(choice.extra_dirs));
+  return personality::find_personality(choice.name_or_path,
+                                       personality::personality_search_dirs(choice.extra_dirs));
 }
 
 void print_usage_error(const char* command, const std::string& text) {
@@ -103,14 +99,14 @@ int run_list_personalities(const ListOptions& options) {
       return kExitUsage;
     }
   }
-  auto dirs = personality_search_dirs(options.extra_dirs);
+  auto dirs = personality::personality_search_dirs(options.extra_dirs);
   std::vector<std::string> problems;
-  auto all = cm::list_personalities(dirs, &problems);
+  auto all = personality::list_personalities(dirs, &problems);
   for (const auto& p : problems) std::fprintf(stderr, "rdma-probe: skipped %s\n", p.c_str());
   if (options.json) {
     auto list = nlohmann::ordered_json::array();
     for (const auto& p : all) {
-      auto j = cm::to_json(p);
+      auto j = personality::to_json(p);
       j["source_path"] = p.source_path;
       list.push_back(std::move(j));
     }

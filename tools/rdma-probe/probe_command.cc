@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/personality/file_loader.h"
 #include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
@@ -59,7 +60,8 @@ int run_probe(const ProbeOptions& options) {
   // stderr and left out, as `rdma-probe personalities` does.
   std::vector<std::string> problems;
   settings.known =
-      cm::list_personalities(personality_search_dirs(options.personality_dirs), &problems);
+      personality::list_personalities(personality::personality_search_dirs(options.personality_dirs),
+                                      &problems);
   for (const auto& p : problems) std::fprintf(stderr, "rdma-probe: skipped %s\n", p.c_str());
   settings.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(options.timeout_s));

@@ -24,7 +24,7 @@
 // Verdicts: ok (what the RFCs ask for), note (allowed, but it limits what peers can do),
 // warn (a known interop hazard), fail (against the RFCs), n/a (does not apply to this peer
 // or provider), not_tested (could not be probed; "why" says why). "responder_policy" is a
-// personality file (core/cm/personality.h) naming every setting a responder shows from
+// personality file (core/personality/json_codec.h) naming every setting a responder shows from
 // outside; a key is null when it could not be found out, and the file loads as it is
 // (`rdma-probe serve --personality ./saved.json` replays the peer). "traits" and
 // "fingerprint" say which known personality the peer behaves like (fingerprint.h).
@@ -77,7 +77,7 @@ struct ProbeReport {
   int connections = 0;
   double elapsed_ms = 0;
   std::vector<Capability> capabilities;
-  // A personality file (core/cm/personality.h) describing the peer as a responder: it loads
+  // A personality file (core/personality/json_codec.h) describing the peer as a responder: it loads
   // as it is (null: not found out), so a peer can be probed, saved and served again.
   nlohmann::ordered_json responder_policy = nullptr;
   // What the fingerprint compared (fingerprint.h's traits), and its verdict; null when the

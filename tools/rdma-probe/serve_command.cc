@@ -31,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "tools/rdma-probe/negotiated_json.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
@@ -86,7 +87,7 @@ json serve_one_unguarded(transport::PendingConnection& pending,
     connection.disconnect(std::chrono::milliseconds(200));
   }
   event["ok"] = result.ok;
-  event["negotiated"] = cm::to_json(connection.info().params);
+  event["negotiated"] = probe::to_json(connection.info().params);
   event["initiator_view"] = result.peer_view ? *result.peer_view : json(nullptr);
   event["exchange"] = exchange_json(result, /*with_steps=*/true);
   event["error"] = result.ok ? json(nullptr) : exchange_error_json(result);

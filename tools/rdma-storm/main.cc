@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/personality/file_loader.h"
 #include "core/transport/provider.h"
 #include "tools/rdma-storm/storm_report.h"
 #include "tools/rdma-storm/storm_runner.h"
@@ -178,9 +179,8 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<transport::Provider> provider;
   if (!config.raw_tcp) {
-    std::vector<std::filesystem::path> dirs(personality_dirs.begin(), personality_dirs.end());
-    for (auto& d : cm::default_personality_dirs()) dirs.push_back(d);
-    auto found = cm::find_personality(personality, dirs);
+    auto found = personality::find_personality(
+        personality, personality::personality_search_dirs(personality_dirs));
     if (!found) {
       std::fprintf(stderr, "rdma-storm: error: %s\n", found.error().c_str());
       return 2;
