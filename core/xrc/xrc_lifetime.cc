@@ -110,20 +110,6 @@ std::string_view reason_name(XrcReason r) {
   return "unknown";
 }
 
-std::string_view action_type_name(XrcActionType t) {
-  switch (t) {
-    case XrcActionType::kIssueProbe:
-      return "issue_probe";
-    case XrcActionType::kRecycleProbeQp:
-      return "recycle_probe_qp";
-    case XrcActionType::kDestroyTqp:
-      return "destroy_tqp";
-    case XrcActionType::kDestroyDomain:
-      return "destroy_domain";
-  }
-  return "unknown";
-}
-
 std::string XrcEvent::to_string() const {
   const auto ms = std::chrono::duration_cast<Millis>(at.time_since_epoch()).count();
   std::string s = "t=" + std::to_string(ms) + "ms " + std::string(event_type_name(type)) +

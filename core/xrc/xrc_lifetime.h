@@ -111,7 +111,6 @@ enum class XrcActionType : std::uint8_t {
   kDestroyTqp,      // destroy the target QP (ibv_destroy_qp)
   kDestroyDomain,   // close the domain (ibv_close_xrcd)
 };
-std::string_view action_type_name(XrcActionType t);
 
 struct XrcAction {
   XrcActionType type = XrcActionType::kIssueProbe;

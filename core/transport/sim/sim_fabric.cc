@@ -285,10 +285,6 @@ bool Fabric::destroy_xrcd(XrcdId xrcd) {
   return true;
 }
 
-bool Fabric::xrcd_exists(XrcdId xrcd) const {
-  return xrcds_.count(xrcd) != 0;
-}
-
 SrqNum Fabric::create_xrc_srq(Pid owner, XrcdId xrcd) {
   const SrqNum n = next_srq_++;
   auto x = xrcds_.find(xrcd);

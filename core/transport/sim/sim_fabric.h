@@ -159,7 +159,6 @@ class Fabric {
   // returned again; a domain goes only with destroy_xrcd (when it holds no target QP).
   XrcdId open_xrcd(NodeId node, std::string_view name);
   bool destroy_xrcd(XrcdId xrcd);
-  bool xrcd_exists(XrcdId xrcd) const;
   Qpn create_xrc_tgt(XrcdId xrcd, const RcAttrs& attrs = {});
   SrqNum create_xrc_srq(Pid owner, XrcdId xrcd);
   bool destroy_srq(SrqNum srq);

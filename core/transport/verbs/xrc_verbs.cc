@@ -130,10 +130,8 @@ struct XrcDomain::Objects {
   ibv_xrcd* xrcd = nullptr;
   int fd = -1;
   std::vector<ibv_qp*> qps;  // created or opened by this process
-  std::vector<ibv_srq*> srqs;
 
   ~Objects() {
-    for (ibv_srq* s : srqs) ibv_destroy_srq(s);
     for (ibv_qp* q : qps) ibv_destroy_qp(q);
     if (xrcd) ibv_close_xrcd(xrcd);
     if (fd >= 0) ::close(fd);
@@ -178,24 +176,6 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::open_target_qp(std::uint32_t q
   if (!qp) return unexpected(error_of(errno, "ibv_open_qp " + std::to_string(qp_num)));
   objects_->qps.push_back(qp);
   return qp->qp_num;
-}
-
-Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_srq(std::uint32_t max_wr) {
-  ibv_srq_init_attr_ex attr{};
-  attr.attr.max_wr = max_wr;
-  attr.attr.max_sge = 1;
-  attr.comp_mask =
-      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
-  attr.srq_type = IBV_SRQT_XRC;
-  attr.pd = objects_->dev.pd;
-  attr.xrcd = objects_->xrcd;
-  attr.cq = objects_->dev.cq;
-  ibv_srq* srq = ibv_create_srq_ex(objects_->dev.context, &attr);
-  if (!srq) return unexpected(error_of(errno, "ibv_create_srq_ex(IBV_SRQT_XRC)"));
-  objects_->srqs.push_back(srq);
-  std::uint32_t num = 0;
-  if (ibv_get_srq_num(srq, &num) != 0) return unexpected(error_of(errno, "ibv_get_srq_num"));
-  return num;
 }
 
 struct XrcInitiator::Objects {

@@ -5,7 +5,6 @@
 //                           same file shares one domain (the kernel keys it by inode)
 //   create_target_qp        ibv_create_qp_ex(IBV_QPT_XRC_RECV) in the domain
 //   open_target_qp          ibv_open_qp: another process's handle on a target QP by number
-//   create_srq              ibv_create_srq_ex(IBV_SRQT_XRC) in the domain
 //   XrcInitiator::create    the sender's side: ibv_create_qp_ex(IBV_QPT_XRC_SEND), which
 //                           needs no domain (a Send names the target's SRQ number instead)
 // A device without XRC (siw and rxe, and most RoCE soft devices) fails ibv_open_xrcd with
@@ -70,8 +69,6 @@ class XrcDomain {
   // The target QP's number, for the sender's CM exchange and for other processes.
   Expected<std::uint32_t, XrcVerbsError> create_target_qp();
   Expected<std::uint32_t, XrcVerbsError> open_target_qp(std::uint32_t qp_num);
-  // The SRQ's number, which the sender names in every XRC Send.
-  Expected<std::uint32_t, XrcVerbsError> create_srq(std::uint32_t max_wr);
   const std::string& device() const { return device_; }
 
  private:
