@@ -22,7 +22,10 @@ std::uint64_t fresh_seed() {
 bool retryable(const ConnectError& error) {
   switch (error.kind) {
     case ConnectError::Kind::kUnreachable:
-      return error.sys_errno == ECONNREFUSED || error.sys_errno == ECONNRESET;
+      // Refused or reset: nothing listens yet. No SYN-ACK in time: the listener's accept
+      // queue may be full (Linux drops the SYN), as a storm fills it.
+      return error.sys_errno == ECONNREFUSED || error.sys_errno == ECONNRESET ||
+             error.sys_errno == ETIMEDOUT;
     case ConnectError::Kind::kSetup:
       // A reset during setup: a listener that evicted us from its half-open queue, closed
       // a Request that waited too long, or an older listener resetting over its backlog.

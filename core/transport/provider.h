@@ -82,7 +82,9 @@ struct ConnectError {
   // 0 for errors of listen() and accept().
   std::uint32_t attempts = 0;
   // kUnreachable: the errno behind it, where there is one (ECONNREFUSED: nothing listens
-  // there, which connect_retry.h retries), else 0.
+  // there, ETIMEDOUT: no answer to the SYN in time, both of which connect_retry.h retries),
+  // else 0. listen(): the errno with which the system refused the address (EADDRINUSE,
+  // EACCES, EADDRNOTAVAIL), 0 when the listen was refused for its arguments.
   int sys_errno = 0;
 };
 std::string to_string(const ConnectError& e);

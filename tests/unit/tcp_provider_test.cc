@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -667,7 +668,7 @@ TEST_F(TcpProviderTest, ConnectionRefusedIsUnreachable) {
       << result.error().detail;
 }
 
-TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndTimesOut) {
+TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndIsUnreachable) {
   // A listener whose accept queue is full: Linux drops the SYN, so the connect stays in
   // progress, the zero-length send that tests it says EAGAIN, and the connect waits for
   // POLLOUT until its deadline. The MPA Reply timeout, shorter here, does not run meanwhile:
@@ -693,7 +694,9 @@ TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndTimesOut) {
   auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", ntohs(a.sin_port)}, o);
   const auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_FALSE(result.has_value());
-  EXPECT_EQ(result.error().kind, ConnectError::Kind::kTimeout) << to_string(result.error());
+  // No SYN-ACK: unreachable (ETIMEDOUT), not a listener that kept the Request waiting.
+  EXPECT_EQ(result.error().kind, ConnectError::Kind::kUnreachable) << to_string(result.error());
+  EXPECT_EQ(result.error().sys_errno, ETIMEDOUT);
   EXPECT_GE(took, 300ms);
   EXPECT_LT(took, 5s);
   for (const int f : fillers) ::close(f);

@@ -1,6 +1,7 @@
 #include "tools/rdma-probe/mpa_probes.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 
 #include "core/cm/listen_backlog.h"
@@ -144,7 +145,9 @@ std::string named_text(const cm::RtrSet& set) {
 std::string refusal_form(const Attempt& a) {
   if (a.established() || !a.error) return {};
   const auto& e = *a.error;
-  if (e.kind == transport::ConnectError::Kind::kUnreachable) return "TCP connect refused";
+  if (e.kind == transport::ConnectError::Kind::kUnreachable) {
+    return e.sys_errno == ETIMEDOUT ? "no answer to the TCP SYN" : "TCP connect refused";
+  }
   if (e.kind == transport::ConnectError::Kind::kInvalidArgument) return "not tried: " + e.detail;
   if (!e.failure) return "no Reply in time";
   switch (*e.failure) {

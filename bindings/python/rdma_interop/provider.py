@@ -110,8 +110,9 @@ class ConnectError(Exception):
 
     Attributes:
         kind: ``"setup"`` (MPA setup failed: see ``failure``), ``"unreachable"`` (TCP
-            refused or timed out), ``"address_in_use"``, ``"invalid_argument"`` or
-            ``"timeout"`` (the whole connect exceeded its deadline).
+            refused, or no answer to the SYN in time), ``"address_in_use"``,
+            ``"invalid_argument"`` or ``"timeout"`` (the TCP connection was made but MPA
+            setup did not finish before the deadline).
         failure: the CmFailure name when kind is ``"setup"``, e.g. ``"peer_rejected"``,
             ``"no_matching_rtr"``; otherwise None.
         detail: one sentence for a human.

@@ -30,6 +30,15 @@ SetupResult timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
                                                   std::to_string(options.timeout.count()) + " ms");
 }
 
+// The TCP connect itself got no answer (no SYN-ACK: a blackholed port, a full accept queue):
+// the peer is unreachable, not a listener that kept us waiting (provider.h, kUnreachable).
+SetupResult syn_timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
+  return failed(ConnectError::Kind::kUnreachable,
+                "TCP connect to " + runtime::format_address(peer) + " got no answer within " +
+                    std::to_string(options.timeout.count()) + " ms",
+                ETIMEDOUT);
+}
+
 // How a nonblocking connect(2) that said EINPROGRESS ended, if it has: a zero-length send
 // returns 0 once the socket is connected, the connect's error (SO_ERROR's, consumed) once it
 // failed, and EAGAIN while it is still in progress. On loopback and a LAN the connect is
@@ -64,7 +73,7 @@ Expected<SetupSocket, SetupResult> tcp_connect(const sockaddr_in& peer,
     if (err == EINPROGRESS) err = connect_outcome(fd.get());
     if (err == EAGAIN) {
       const short got = runtime::wait_for(fd.get(), POLLOUT, until);
-      if (got == 0) return unexpected(timed_out(peer, options));
+      if (got == 0) return unexpected(syn_timed_out(peer, options));
       err = got < 0 ? errno : runtime::socket_error(fd.get());
     }
   }

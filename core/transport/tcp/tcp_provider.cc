@@ -70,6 +70,7 @@ class TcpProvider final : public Provider {
       ConnectError e =
           invalid("cannot listen on " + where.to_string() + ": " + runtime::errno_text(err));
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
+      e.sys_errno = err;  // the system refused the address (EACCES, EADDRNOTAVAIL...)
       return unexpected(std::move(e));
     }
     // The kernel's accept queue only buffers bursts until the event thread takes them into
@@ -84,6 +85,7 @@ class TcpProvider final : public Provider {
       ConnectError e =
           invalid("cannot listen on " + where.to_string() + ": " + runtime::errno_text(err));
       if (err == EADDRINUSE) e.kind = ConnectError::Kind::kAddressInUse;
+      e.sys_errno = err;  // the system refused the address (EACCES, EADDRNOTAVAIL...)
       return unexpected(std::move(e));
     }
     auto core = std::make_shared<ListenerCore>(*loop_, std::move(fd), policy, options);

@@ -179,8 +179,10 @@ std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
                               "cannot listen on " + text + ": no RDMA device has this address (" +
                                   errno_sentence(err) + "; RDMA devices: " + device_list() + ")"));
     }
-    return give_up(error_of(ConnectError::Kind::kInvalidArgument,
-                            "cannot listen on " + text + ": " + errno_sentence(err)));
+    ConnectError refused = error_of(ConnectError::Kind::kInvalidArgument,
+                                    "cannot listen on " + text + ": " + errno_sentence(err));
+    refused.sys_errno = err;  // the system refused the address (provider.h)
+    return give_up(std::move(refused));
   }
   if (!where.is_wildcard() && id_->verbs == nullptr) {
     return give_up(
