@@ -7,8 +7,9 @@
 namespace rdma_interop::tools {
 namespace {
 
-// "0.1", "86400", "1e-06" as a reader would write them.
+// "0.1", "86400", "10000000" as a reader would write them (never 300 digits).
 std::string shown(double v) {
+  if (std::fabs(v) < 1e15 && v == std::floor(v)) return std::to_string(static_cast<long long>(v));
   std::ostringstream out;
   out << v;
   return out.str();
@@ -52,7 +53,8 @@ CLI::Validator number_in(double min, double max, std::string unit) {
         if (parse_number(text, min, max)) return {};
         return "'" + text + "' is not " + want;
       },
-      "NUMBER in [" + shown(min) + ", " + shown(max) + "]");
+      // No description: CLI11 would append it to the option's type name in --help.
+      "");
 }
 
 CLI::Validator integer_in(std::int64_t min, std::int64_t max, std::string unit) {
@@ -63,7 +65,7 @@ CLI::Validator integer_in(std::int64_t min, std::int64_t max, std::string unit) 
         if (parse_integer(text, min, max)) return {};
         return "'" + text + "' is not " + want;
       },
-      "INTEGER in [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+      "");
 }
 
 }  // namespace rdma_interop::tools
