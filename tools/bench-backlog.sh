@@ -66,7 +66,7 @@ field() {  # field JSON_FILE EXPR: a value of the storm report
 # Starts rdma-probe serve with POLICY; sets port and serve_pid.
 start_serve() {
   local policy=$1 out=$work/serve-$1-$RANDOM.jsonl
-  "$probe" serve --listen tcp://127.0.0.1:0 --personality "$personality" \
+  "$probe" serve --json --listen tcp://127.0.0.1:0 --personality "$personality" \
     --backlog "$backlog" --overflow "$policy" --accept-delay "$delay_ms" \
     --exchange-timeout 2 >"$out" 2>"$out.err" &
   serve_pid=$!

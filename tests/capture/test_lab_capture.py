@@ -56,8 +56,8 @@ def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert dump.stderr is not None
         line = dump.stderr.readline()  # "listening on eth0 ..." once the capture runs
         assert "listening" in line, line
-        serve = server.popen([rdma_probe, "serve", "--listen", f"tcp://{server.address}:{PORT}",
-                              "--personality", "siw", "--once"])
+        serve = server.popen([rdma_probe, "serve", "--json", "--listen",
+                              f"tcp://{server.address}:{PORT}", "--personality", "siw", "--once"])
         assert serve.stdout is not None
         assert json.loads(serve.stdout.readline())["event"] == "listening"
         run = client.run([rdma_probe, "connect", f"tcp://{server.address}:{PORT}",

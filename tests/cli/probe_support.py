@@ -40,6 +40,22 @@ def _find_probe() -> Path | None:
 
 PROBE = _find_probe()
 
+#: Every operator tool, as the build tree lays them out beside rdma-probe.
+TOOLS = ("rdma-probe", "rdma-storm", "rdma-mesh", "backlog-stat", "verbs-check")
+
+
+def tool_path(name: str) -> Path | None:
+    """The built `name` (one of TOOLS), or None when it is not built."""
+    if PROBE is None:
+        return None
+    if name == "rdma-probe":
+        return PROBE
+    path = PROBE.parent / name / name
+    if path.is_file():
+        return path
+    found = shutil.which(name) if PROBE.parent.name != "tools" else None
+    return Path(found) if found else None
+
 
 @dataclass
 class Run:
@@ -65,7 +81,8 @@ class ServeProcess:
 
     def __init__(self, probe: Path, personality: Path | str, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [str(probe), "serve", "--listen", "tcp://127.0.0.1:0", "--personality", str(personality), *extra],
+            [str(probe), "serve", "--json", "--listen", "tcp://127.0.0.1:0", "--personality", str(personality),
+             *extra],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -363,11 +363,11 @@ def test_bad_probe_arguments_exit_2(rdma_probe, args, message):
 def test_probe_help_documents_the_schema_and_exit_codes(rdma_probe):
     run = rdma_probe("probe", "--help")
     assert run.returncode == 0
-    for text in ("rdma-interop/probe/2", "responder_policy", "EXIT CODES", "not an iWARP peer",
+    for text in ("rdma-interop/probe/2", "responder_policy", "EXIT STATUS", "not an iWARP peer",
                  "--max-connections", "never floods", "STACK", "fingerprint", "--personality-dir"):
         assert text in run.stdout, text
     top = rdma_probe("--help")
-    assert "rdma-probe [--json] [--timeout S] tcp://HOST:PORT" in top.stdout
+    assert "rdma-probe [--json] [--timeout T] tcp://HOST:PORT" in top.stdout
 
 
 class WriteRtrOnlyResponder:

@@ -392,5 +392,5 @@ def test_a_near_miss_of_a_personality_name_suggests_the_nearest(rdma_probe):
 def test_help_is_a_manual_page(rdma_probe, command):
     run = rdma_probe(command, "--help")
     assert run.returncode == 0
-    for section in ("EXAMPLES", "EXIT CODES", "--personality" if command != "personalities" else "--json"):
+    for section in ("EXAMPLES", "EXIT STATUS", "--personality" if command != "personalities" else "--json"):
         assert section in run.stdout, section

@@ -55,4 +55,4 @@ def test_devices_is_a_command_the_first_argument_knows(rdma_probe: RunProbe) -> 
     assert "devices" in rdma_probe("--help").stdout
     help_text = rdma_probe("devices", "--help")
     assert help_text.returncode == 0
-    assert "--device NAME" in help_text.stdout and "EXIT CODES" in help_text.stdout
+    assert "--device NAME" in help_text.stdout and "EXIT STATUS" in help_text.stdout

@@ -57,7 +57,8 @@ def personality(tmp_path: Path) -> Path:
 @pytest.fixture()
 def serve(rdma_probe: str, personality: Path) -> Iterator[Serve]:
     proc = subprocess.Popen(
-        [rdma_probe, "serve", "--listen", "tcp://127.0.0.1:0", "--personality", str(personality)],
+        [rdma_probe, "serve", "--json", "--listen", "tcp://127.0.0.1:0", "--personality",
+         str(personality)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = proc.stdout.readline() if proc.stdout else ""
     try:

@@ -47,7 +47,7 @@ def connect(host, rdma_probe: str, address: str, personality: Path) -> tuple[dic
 def test_initiator_reports_reply_timeout_across_a_partition_and_recovers(lab, rdma_probe,
                                                                           personality):
     client, server = lab.hosts
-    serve = server.popen([rdma_probe, "serve", "--listen", f"tcp://{server.address}:{PORT}",
+    serve = server.popen([rdma_probe, "serve", "--json", "--listen", f"tcp://{server.address}:{PORT}",
                           "--personality", "siw"])
     assert serve.stdout is not None
     assert json.loads(serve.stdout.readline())["event"] == "listening"

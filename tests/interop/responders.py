@@ -148,7 +148,7 @@ class ResponderPool:
                     + " | ".join(responder.stderr_tail[-5:]))
             return responder
         port = self.port_for(personality)
-        cmd = [*self.probe, "serve", "--listen", f"tcp://{self.host.address}:{port}",
+        cmd = [*self.probe, "serve", "--json", "--listen", f"tcp://{self.host.address}:{port}",
                "--personality", personality, *self.personality_args]
         responder = Responder(personality, self.host, port, self.host.popen(cmd))
         responder.start_readers()

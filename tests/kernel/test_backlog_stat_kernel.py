@@ -15,10 +15,10 @@ def test_backlog_stat_lists_kernel_and_our_listeners_in_the_guest(live_guest: Gu
     rping = live_guest.spawn(f"exec rping -s -a {GUEST_SIW_ADDRESS} -p 7005 -C 1")
     verbs = live_guest.spawn(
         f"RDMA_INTEROP_RUN_DIR=/tmp/rdma-run exec {guest_path(build_dir())}/tools/rdma-probe "
-        f"serve --listen verbs://{GUEST_RXE_ADDRESSES[0]}:7006 --personality siw "
+        f"serve --json --listen verbs://{GUEST_RXE_ADDRESSES[0]}:7006 --personality siw "
         "--personality-dir /host/tools/personalities --backlog 4")
     serve = live_guest.spawn(
-        f"RDMA_INTEROP_RUN_DIR=/tmp/rdma-run exec {guest_path(build_dir())}/tools/rdma-probe serve "
+        f"RDMA_INTEROP_RUN_DIR=/tmp/rdma-run exec {guest_path(build_dir())}/tools/rdma-probe serve --json "
         f"--listen tcp://127.0.0.1:7007 --personality siw "
         "--personality-dir /host/tools/personalities --backlog 8")
     try:

@@ -181,7 +181,7 @@ def run_tcp_to_verbs_once(guest: Guest) -> TcpToVerbsRun:
     octets, both probes are stopped and the stall is reported instead of waited out."""
     run = TcpToVerbsRun()
     job = guest.spawn(
-        f"{guest_probe()} serve --listen verbs://{GUEST_SIW_ADDRESS}:{GUEST_PORT} "
+        f"{guest_probe()} serve --json --listen verbs://{GUEST_SIW_ADDRESS}:{GUEST_PORT} "
         f"--personality {PERSONALITY} {GUEST_PERSONALITIES} --once "
         f"--exchange-timeout {TIMEOUT_S / 2:g} --idle-timeout {TIMEOUT_S / 2:g}")
     try:
@@ -236,7 +236,7 @@ def test_ours_verbs_on_siw_to_ours_tcp(live_guest: Guest, kernel_matrix: Interop
     started = time.monotonic()
     mark = live_guest.console_mark()
     serve = subprocess.Popen(
-        [str(host_probe()), "serve", "--listen", "tcp://127.0.0.1:0", "--personality",
+        [str(host_probe()), "serve", "--json", "--listen", "tcp://127.0.0.1:0", "--personality",
          PERSONALITY, "--once", "--exchange-timeout", f"{TIMEOUT_S / 2:g}",
          "--idle-timeout", f"{TIMEOUT_S / 2:g}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -42,7 +42,7 @@ def tool(*parts: str) -> str:
 
 
 def serve_command(uri: str, overflow: str) -> str:
-    return (f"{tool('rdma-probe')} serve --listen {uri} --personality "
+    return (f"{tool('rdma-probe')} serve --json --listen {uri} --personality "
             f"{guest_path(PERSONALITY)} --backlog {BACKLOG} --overflow {overflow} "
             f"--accept-delay {ACCEPT_DELAY_MS} --exchange-timeout 2")
 

@@ -145,7 +145,7 @@ def kernel_terminates(guest: Guest) -> list[tuple[int, int, int]]:
 def run_probe(guest: Guest, device: Device) -> VerbsProbeRun:
     probe = probe_binary()
     debug = device.iwarp and siw_debug(guest, True)
-    serve = guest.spawn(f"exec {probe} serve --listen verbs://{device.address}:{device.port} "
+    serve = guest.spawn(f"exec {probe} serve --json --listen verbs://{device.address}:{device.port} "
                         f"--personality siw {GUEST_PERSONALITIES}")
     try:
         listening = serve.wait_for_output('"listening"', 30)

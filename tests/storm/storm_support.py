@@ -100,7 +100,7 @@ class StormServer:
     def start(cls, host: Any, probe: str, backlog_stat: str | None, run_dir: Path, *,
               port: int, backlog: int, overflow: str, accept_delay_ms: int,
               extra: Sequence[str] = ()) -> StormServer:
-        cmd = ["env", f"RDMA_INTEROP_RUN_DIR={run_dir}", probe, "serve",
+        cmd = ["env", f"RDMA_INTEROP_RUN_DIR={run_dir}", probe, "serve", "--json",
                "--listen", f"tcp://{host.address}:{port}", "--personality", str(PERSONALITY),
                "--backlog", str(backlog), "--overflow", overflow,
                "--accept-delay", str(accept_delay_ms), "--exchange-timeout", "2",

@@ -9,6 +9,7 @@
 
 #include "core/cm/personality.h"
 #include "core/util/expected.h"
+#include "tools/common/retry_option.h"
 
 namespace rdma_interop::probe {
 
@@ -20,6 +21,7 @@ struct PersonalityChoice {
 struct ServeOptions {
   std::string listen;  // tcp://ADDR:PORT
   PersonalityChoice personality;
+  bool json = false;        // JSON lines instead of the log
   int max_connections = 0;  // 0: until a signal
   bool once = false;
   double exchange_timeout_s = 10.0;
@@ -41,8 +43,8 @@ struct ConnectOptions {
   double timeout_s = 15.0;
   std::optional<int> first_fpdu_delay_ms;  // overrides the personality's
   bool json = false;
-  int retries = 0;             // transport::ConnectOptions::retries
-  int retry_backoff_ms = 100;  // the full-jitter base; the cap is 50x it (at most 30 s)
+  int retries = 0;                    // transport::ConnectOptions::retries
+  tools::RetryBackoff retry_backoff;  // --retry-backoff, --retry-backoff-max
 };
 
 struct ProbeOptions {

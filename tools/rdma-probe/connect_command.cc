@@ -3,13 +3,16 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
+#include <string>
 
+#include "core/util/json_text.h"
 #include "tools/rdma-probe/negotiated_json.h"
+#include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
 #include "tools/rdma-probe/json_report.h"
-#include "core/util/json_text.h"
 
 namespace rdma_interop::probe {
 namespace {
@@ -54,14 +57,64 @@ void print_summary(const json& report) {
   std::cout.flush();
 }
 
-int emit(const json& report, bool as_json, int status) {
-  if (as_json) {
-    print_json_line(report);
-  } else {
-    print_summary(report);
+// After SIGINT/SIGTERM, how long the connection under way may take to end on its own (the
+// exchange sees the stop within a slice) before the report so far is printed without it.
+constexpr auto kStopGrace = std::chrono::milliseconds(1000);
+
+// The report, printed once: by the main thread at the end, or by the signal watcher's thread
+// when a stop request finds the main thread inside a provider call (signal_watch.h).
+class Report {
+ public:
+  Report(json report, bool as_json) : report_(std::move(report)), as_json_(as_json) {}
+
+  // Runs `change` on the report under the lock.
+  template <class F>
+  void update(F&& change) {
+    std::lock_guard lock(mu_);
+    change(report_);
   }
-  return status;
-}
+  void stage(std::string what) {
+    std::lock_guard lock(mu_);
+    stage_ = std::move(what);
+  }
+  // Prints the report (once; later calls print nothing) and returns `status`.
+  int emit(int status) {
+    std::lock_guard lock(mu_);
+    print_locked();
+    return status;
+  }
+  // The signal watcher's forced exit: the report so far, with the interruption as its error.
+  void emit_interrupted(int signal, Clock::time_point start) {
+    std::lock_guard lock(mu_);
+    report_["ok"] = false;
+    report_["error"] = interrupted(signal, "during " + stage_);
+    report_["elapsed_ms"] = elapsed_ms(start);
+    print_locked();
+  }
+  static json interrupted(int signal, const std::string& when) {
+    return json{{"kind", "interrupted"},
+                {"failure", nullptr},
+                {"detail", "stopped by signal " + std::to_string(signal) + " " + when},
+                {"terminate", nullptr}};
+  }
+
+ private:
+  void print_locked() {
+    if (printed_) return;
+    printed_ = true;
+    if (as_json_) {
+      print_json_line(report_);
+    } else {
+      print_summary(report_);
+    }
+  }
+
+  std::mutex mu_;  // guards everything below
+  json report_;
+  const bool as_json_;
+  std::string stage_ = "the start";
+  bool printed_ = false;
+};
 
 }  // namespace
 
@@ -81,70 +134,94 @@ int run_connect(const ConnectOptions& options) {
     print_usage_error("connect", personality.error());
     return kExitUsage;
   }
-  auto provider = transport::open_provider(uri->scheme);
-  if (!provider) {
-    print_usage_error("connect", provider.error());
-    return kExitUsage;
-  }
-
   auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::duration<double>(options.timeout_s));
   auto deadline = start + timeout;
-  json report{{"schema", kConnectSchema},
-              {"ok", false},
-              {"uri", uri->to_string()},
-              {"personality", personality->name},
-              {"negotiated", nullptr},
-              {"responder_view", nullptr},
-              {"fell_back_to_revision1", false},
-              {"exchange", nullptr},
-              {"error", nullptr},
-              {"elapsed_ms", 0.0}};
+  Report report(json{{"schema", kConnectSchema},
+                     {"ok", false},
+                     {"uri", uri->to_string()},
+                     {"personality", personality->name},
+                     {"negotiated", nullptr},
+                     {"responder_view", nullptr},
+                     {"fell_back_to_revision1", false},
+                     {"exchange", nullptr},
+                     {"error", nullptr},
+                     {"elapsed_ms", 0.0}},
+                options.json);
+
+  // Before the provider starts its event thread, which inherits the blocked signals.
+  tools::SignalWatch signals("rdma-probe connect", kStopGrace, kExitFailed);
+  signals.set_forced_exit([&](int signal) { report.emit_interrupted(signal, start); });
+  auto provider = transport::open_provider(uri->scheme);
+  if (!provider) {
+    signals.finished();
+    print_usage_error("connect", provider.error());
+    return kExitUsage;
+  }
 
   ExchangeMemory memory;  // outlives the connection: the provider uses it
   transport::ConnectOptions connect_options;
   connect_options.caps = memory.caps();
   connect_options.policy = personality->mpa;
   if (options.first_fpdu_delay_ms) {
-    connect_options.policy.first_fpdu_delay = std::chrono::milliseconds(*options.first_fpdu_delay_ms);
+    connect_options.policy.first_fpdu_delay =
+        std::chrono::milliseconds(*options.first_fpdu_delay_ms);
   }
   connect_options.private_data = personality->private_data;
   connect_options.timeout = timeout;
   connect_options.retries = static_cast<std::uint32_t>(options.retries);
-  connect_options.retry_backoff = std::chrono::milliseconds(options.retry_backoff_ms);
-  connect_options.retry_backoff_max =
-      std::min(std::chrono::milliseconds(30000), 50 * connect_options.retry_backoff);
+  connect_options.retry_backoff = options.retry_backoff.base();
+  connect_options.retry_backoff_max = options.retry_backoff.cap();
+  report.stage(uri->scheme == "tcp" ? "the TCP connect and MPA setup" : "connection setup");
   auto connected = (*provider)->connect(*uri, connect_options);
   if (!connected) {
     const auto& e = connected.error();
-    report["error"] = setup_error_json(e);
-    report["attempts"] = e.attempts;
-    report["elapsed_ms"] = elapsed_ms(start);
     using Kind = transport::ConnectError::Kind;
-    int status = e.kind == Kind::kUnreachable       ? kExitUnreachable
-                 : e.kind == Kind::kInvalidArgument ? kExitUsage
-                                                    : kExitFailed;
-    return emit(report, options.json, status);
+    // A TCP connect nobody answered (refused, or no SYN-ACK within --timeout: a blackholed
+    // port) is unreachable; an MPA Request nobody answered in time is a failure.
+    const int status = e.kind == Kind::kUnreachable       ? kExitUnreachable
+                       : e.kind == Kind::kInvalidArgument ? kExitUsage
+                                                          : kExitFailed;
+    report.update([&](json& r) {
+      r["error"] = setup_error_json(e);
+      r["attempts"] = e.attempts;
+      r["elapsed_ms"] = elapsed_ms(start);
+    });
+    const int rc = report.emit(status);
+    signals.finished();
+    return rc;
   }
 
   auto& connection = **connected;
   const auto& info = connection.info();
-  report["negotiated"] = probe::to_json(info.params);
-  report["fell_back_to_revision1"] = info.fell_back_to_revision1;
+  report.update([&](json& r) {
+    r["negotiated"] = probe::to_json(info.params);
+    r["fell_back_to_revision1"] = info.fell_back_to_revision1;
+  });
+  report.stage("the exchange");
 
   ExchangeOptions exchange_options;
   exchange_options.deadline = deadline;
+  exchange_options.cancel = &signals.stop_requested();
   exchange_options.silent_initiator = !personality->mpa.send_rtr && info.params.peer_to_peer;
   auto result = run_initiator_exchange(connection, memory, exchange_options);
+  report.stage("the disconnect");
   if (connection.state() == transport::ConnectionState::kConnected) {
     connection.disconnect(std::chrono::milliseconds(200));
   }
-  report["ok"] = result.ok;
-  report["responder_view"] = result.peer_view ? *result.peer_view : json(nullptr);
-  report["exchange"] = exchange_json(result, /*with_steps=*/true);
-  report["error"] = result.ok ? json(nullptr) : exchange_error_json(result);
-  report["elapsed_ms"] = elapsed_ms(start);
-  return emit(report, options.json, result.ok ? kExitOk : kExitFailed);
+  const int stopped_by = signals.stop_requested().load() ? signals.signal_number() : 0;
+  report.update([&](json& r) {
+    r["ok"] = result.ok;
+    r["responder_view"] = result.peer_view ? *result.peer_view : json(nullptr);
+    r["exchange"] = exchange_json(result, /*with_steps=*/true);
+    r["error"] = result.ok         ? json(nullptr)
+                 : stopped_by != 0 ? Report::interrupted(stopped_by, "during the exchange")
+                                   : exchange_error_json(result);
+    r["elapsed_ms"] = elapsed_ms(start);
+  });
+  const int rc = report.emit(result.ok ? kExitOk : kExitFailed);
+  signals.finished();
+  return rc;
 }
 
 }  // namespace rdma_interop::probe

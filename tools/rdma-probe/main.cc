@@ -3,6 +3,7 @@
 // This file only parses the command line (CLI11) and dispatches; each subcommand lives in
 // its own file. Every parse error is a sentence on stderr and exit status 2.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <exception>
 #include <limits>
@@ -12,20 +13,30 @@
 #include <string_view>
 #include <vector>
 
-#include "tools/common/help_wrap.h"
+#include "tools/common/duration_option.h"
+#include "tools/common/exit_status.h"
+#include "tools/common/help_formatter.h"
 #include "tools/common/number_option.h"
-#include "tools/common/subcommand_formatter.h"
+#include "tools/common/retry_option.h"
+#include "tools/common/tool_docs.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 
 namespace {
 
 using namespace rdma_interop::probe;
+using rdma_interop::tools::duration_in;
+using rdma_interop::tools::exit_status_section;
+using rdma_interop::tools::integer_in;
+using rdma_interop::tools::TimeUnit;
+using rdma_interop::tools::whole_duration_in;
+using std::chrono::milliseconds;
+namespace tools = rdma_interop::tools;
 
 constexpr const char* kDescription =
     R"(rdma-probe - meet another iWARP stack: find out what it speaks, check that it interoperates.
 
-  rdma-probe [--json] [--timeout S] tcp://HOST:PORT     what does this peer speak?
+  rdma-probe [--json] [--timeout T] tcp://HOST:PORT     what does this peer speak?
   rdma-probe serve | connect | personalities ...        the interop responder and initiator
   rdma-probe devices [--json]                           this node's RDMA devices: kind, driver,
                                                         ports, addresses, limits, capabilities
@@ -45,17 +56,20 @@ its IRD/ORD and private data only.
 
 Both roles run the same interop exchange on every connection: Sends carrying JSON messages,
 an RDMA Read and RDMA Writes of 64 KiB regions in both directions, every byte checked
-against a seeded pattern, then an orderly disconnect. Results are JSON on stdout.
+against a seeded pattern, then an orderly disconnect. Each command prints its results for
+people, and as JSON with --json.
+
+Durations take a unit: 500ms, 5s, 2m (us, ms, s, m, h); a bare number is in the unit the
+option names in its help, the one it always had.
+
+SIGINT and SIGTERM stop every command that runs for a while with its partial result printed
+(a probe, a connect, and serve, whose normal end it is).
 )";
 
 constexpr const char* kMainFooter = R"(
-EXIT CODES
-  0  success          1  connection setup or the exchange failed
-  2  bad arguments    3  the address did not answer (TCP connect refused or timed out)
-  4  (probe) something answered, but it is not an iWARP peer
-
-Run 'rdma-probe COMMAND --help' for each command's options, output and examples.
-Personality files: see share/rdma-interop/personalities/README.md (or tools/personalities/).)";
+Run 'rdma-probe COMMAND --help' for each command's options, output and examples, or read
+'man rdma-probe'. Personality files: <prefix>/share/rdma-interop/personalities/README.md.
+)";
 
 constexpr const char* kServeDescription =
     R"(Listen for MPA connections and answer them as the given personality.
@@ -64,14 +78,21 @@ Requests are taken one at a time (--accept-delay makes that decision slow on pur
 served at once, each on its own thread, up to --backlog of them (at most 64); further
 requests wait in the listener's backlog, holding their slot. Each is accepted (MPA Reply, and
 in peer-to-peer mode the wait for the initiator's RTR), the interop exchange runs as the
-responder, and one JSON line reports it. Before the exchange, {"op":"echo"} Sends are sent
+responder, and one line reports it. Before the exchange, {"op":"echo"} Sends are sent
 back unchanged (rdma-probe URI times Send round trips with them). A connection that stalls is
 cut off by the personality's MPA timeouts, by --idle-timeout (no word from the peer) and by
 --exchange-timeout: a few silent peers cannot keep others out. serve runs until SIGTERM or
 SIGINT (it stops within a second, also in the middle of a connection), or after
 --max-connections / --once.
 
-Output, one JSON object per line on stdout, flushed at once:
+Output, one line per event on stdout, flushed at once: a log for people,
+  12:00:01 listening on 198.18.0.2:7174 as siw (pid 123)
+  12:00:03 connection from 198.18.0.1:40122: ok, revision 2, peer-to-peer rtr read, crc,
+           ird 16 ord 16, 196608 bytes verified (3.2 ms)
+  12:00:04 connection from 198.18.0.1:40124: FAILED setup no_matching_rtr: ... (Terminate
+           layer 2 etype 0 code 7) (0.8 ms)
+  12:00:09 counters: overflow reject, backlog 16, pending 0, high_water 1, requests 2, ...
+or with --json one JSON object per line, for programs:
   {"event":"listening","address":"198.18.0.2:7174","personality":"siw","pid":123}
   {"event":"connection","peer":"198.18.0.1:40122","ok":true,"negotiated":{...},
    "initiator_view":{...},"exchange":{"ok":true,"bytes_verified":196608,"steps":[...]},
@@ -84,7 +105,7 @@ Output, one JSON object per line on stdout, flushed at once:
 With --backlog-events, a slot taken or freed:
   {"event":"backlog","type":"backlog_added"|"backlog_removed","reason":"request"|"waited"|
    "accepted"|"rejected"|"expired"|"aborted","peer":"...","pending":3}
-At exit, the listener's backlog counters (core/cm/backlog_counters.h):
+At exit, the listener's backlog counters (as backlog-stat --json shows them):
   {"event":"counters","overflow":"reject","backlog":16,"pending":0,"high_water":16,
    "requests":...,"accepted":...,"rejected_by_app":...,"overflow_rejected":...,...}
 Diagnostics go to stderr.
@@ -99,22 +120,21 @@ EXAMPLES
   rdma-probe serve --list-personalities
   rdma-probe serve --listen verbs://10.0.2.15:7174 --personality siw --once
       (rdma-core: the RDMA device holding 10.0.2.15, e.g. siw0 or rxe0)
-
-EXIT CODES
-  0  stopped by SIGTERM/SIGINT, or every connection of --once/--max-connections succeeded
-  1  the address could not be listened on, or a --once/--max-connections connection failed
-  2  bad arguments: URI, personality (unknown name, bad file), option values)";
+  rdma-probe serve --listen tcp://127.0.0.1:7174 --personality siw --json | jq .event
+)";
 
 constexpr const char* kConnectDescription =
     R"(Connect to a responder as the given personality, run the interop exchange, disconnect.
 
 The run - TCP connect, MPA setup (including a revision-1 retry when the personality allows
-it), the exchange and the disconnect - must finish within --timeout. Without --json a summary
-is printed; with --json one object:
+it), the exchange and the disconnect - must finish within --timeout. SIGINT or SIGTERM stops
+it, with the report so far ("error" kind "interrupted"). Without --json a summary is printed;
+with --json one object:
   {"schema":"rdma-interop/connect/1","ok":true,"uri":"tcp://...","personality":"cxgb4",
    "negotiated":{...},"responder_view":{...}|null,"fell_back_to_revision1":false,
    "exchange":{"ok":true,"bytes_verified":196608,"steps":[{"name":"...","ok":true}]},
-   "error":null|{"kind":"setup|unreachable|timeout|exchange","failure":"<cm failure name>",
+   "error":null|{"kind":"setup|unreachable|timeout|exchange|interrupted",
+                 "failure":"<cm failure name>",
                  "detail":"...","terminate":{...}|null},"elapsed_ms":12.3}
 "failure" names the MPA setup failure (no_matching_rtr, reply_timeout, peer_rejected,
 revision_unsupported, ...) or how the connection broke during the exchange
@@ -130,13 +150,8 @@ EXAMPLES
   rdma-probe connect tcp://127.0.0.1:7174 --personality rev1-only --json --timeout 5
   rdma-probe connect tcp://lab-b:7174 --personality mine --personality-dir ./personalities
   rdma-probe connect verbs://10.0.2.15:7174 --personality siw --json
-
-EXIT CODES
-  0  connected and the exchange verified every byte
-  1  MPA setup failed, timed out, or the exchange failed ("error" says why)
-  2  bad arguments: URI, personality, option values
-  3  unreachable: the TCP connection was refused or timed out (verbs: no RDMA device
-     reaches the address, or nothing listens there))";
+  rdma-probe connect tcp://lab-b:7174 -p siw --retries 5 --retry-backoff 200ms
+)";
 
 constexpr const char* kProbeDescription =
     R"(Find out what an iWARP peer speaks, by connecting to it several times with different offers.
@@ -194,7 +209,9 @@ picked outside the offer never draws a Terminate from the probe before any RTR (
 picks Write for a Send-only offer, and iw_cm crashes on the Terminate that follows).
 
 The probe never floods: one connection at a time, at least 20 ms apart, each bounded by
---timeout, at most --max-connections (about 30 against a well-behaved peer). Over verbs://
+--timeout, at most --max-connections (about 30 against a well-behaved peer). SIGINT or
+SIGTERM ends it after the connection under way: the report so far is printed, the probes
+not made are not_tested. Over verbs://
 the kernel negotiates MPA, so only the connection-level rows are probed there.
 
 With --json, one object (schema rdma-interop/probe/2):
@@ -224,7 +241,7 @@ With --json, one object (schema rdma-interop/probe/2):
 "responder_policy" is a personality file (rdma-probe personalities --json): save it and
 `rdma-probe serve --personality ./saved.json` replays the peer as a responder; a key is null
 where it could not be found out (the toolkit's default when loaded); "traits" is what the
-fingerprint compared (tools/rdma-probe/fingerprint.h lists them and their values); in
+fingerprint compared, each trait with the value the peer showed; in
 "fingerprint", "verdict" is known, ambiguous or unknown, and each match lists the traits that
 differ ("peer" observed, "personality" expected). Schema /2 differs from /1 in
 responder_policy (a personality file instead of a flat object) and adds traits and
@@ -242,16 +259,7 @@ EXAMPLES
   rdma-probe --json tcp://lab-b:7174 | python3 -m json.tool
   rdma-probe --evidence --timeout 5 tcp://127.0.0.1:2000     (each probe's offer and answer)
   rdma-probe probe verbs://10.0.2.15:7174                    (through rdma-core)
-
-EXIT CODES
-  0  probed: the report lists what the peer speaks
-  1  an iWARP peer that rejected even a plain Request (e.g. its listener is over its
-     backlog: try again), a peer that stopped answering during the probe (the report says
-     so), or the probe was stopped by a signal
-  2  bad arguments
-  3  unreachable: TCP connect refused, no route, or timed out
-  4  not an iWARP peer: it answered with something else (an HTTP server says "HTTP/1.1
-     400"), or closed or stayed silent on MPA Requests of both revisions)";
+)";
 
 constexpr const char* kListDescription =
     R"(List the personalities --personality can name.
@@ -261,17 +269,15 @@ its file name), its description, the source it was read from (the kernel file an
 and the version) and the file it comes from. A near miss of a name gets "did you mean".
 Directories searched, first match of a name wins:
 --personality-dir, $RDMA_INTEROP_PERSONALITY_DIR (':'-separated),
-<prefix>/share/rdma-interop/personalities, the source tree's tools/personalities.
+<prefix>/share/rdma-interop/personalities, and for a tool run from its build tree the
+personalities of its source tree.
 )";
 
 constexpr const char* kListFooter = R"(
 EXAMPLES
   rdma-probe personalities
   rdma-probe personalities --json | python3 -m json.tool
-
-EXIT CODES
-  0  listed (files that fail to load are named on stderr)
-  2  bad arguments)";
+)";
 
 constexpr const char* kXrcDescription =
     R"(XRC receive-side lifetime: which devices have XRC, and what the lifetime engine does.
@@ -280,7 +286,7 @@ Without --simulate: for each RDMA device (or each --device), whether it has XRC,
 ways: the IBV_DEVICE_XRC capability flag, and a real ibv_open_xrcd on a scratch file with
 O_CREAT. siw and rxe answer "not supported" (EOPNOTSUPP); XRC needs an HCA (mlx5, ...).
 
-With --simulate SEED: runs the XRC lifetime engine (core/xrc) on a receive node of the
+With --simulate SEED: runs the XRC lifetime engine on a receive node of the
 deterministic simulated IB fabric, through a seeded random life: processes opening and
 closing shared domains and target QPs and dying, remote senders sending, dying and
 disconnecting, paths failing and migrating (APM), partitions, a node crash. A checker holds
@@ -307,11 +313,7 @@ EXAMPLES
   rdma-probe xrc --simulate 7             a seeded life of a node, checked
   rdma-probe xrc --simulate 7 --events    ... with every decision and its reason
   rdma-probe xrc --simulate 7 --probe invalid_rkey_read --probe-retries 0
-
-EXIT CODES
-  0  devices listed; or the simulated run kept every guarantee
-  1  the simulated run broke a guarantee (the verdict says which, and when)
-  2  bad arguments: unknown device, bad probe settings)";
+)";
 
 constexpr const char* kDevicesDescription =
     R"(List this node's RDMA devices: what each one is, how to reach it, what it can do.
@@ -370,267 +372,331 @@ EXAMPLES
   rdma-probe devices --device rxe0 --json    one device, as JSON
   rdma-probe devices --json | jq -r '.devices[] | select(.kind == "roce-v2")
       | .name + " " + .ports[0].netdev.addresses[0].address'
-
-EXIT CODES
-  0  listed (also when the node has no RDMA device)
-  1  a device is present but could not be opened or queried (its entry says why)
-  2  bad arguments: a --device this node does not have (the message lists those present))";
-
-// Option help, wrapped to fit beside the option column (CLI11 does not wrap).
-std::string wrap(std::string_view text) {
-  return rdma_interop::tools::wrap_help(text, 64);
-}
+)";
 
 void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
   cmd->add_option("-p,--personality", choice.name_or_path,
-                  wrap("The MPA personality to act as: a name (siw, cxgb4, rev1-only, never-rtr, "
-                       "strict, or any NAME.json in the personality directories) or a path to a "
-                       "personality JSON file (contains '/' or ends in .json)"))
+                  "The MPA personality to act as: a name (siw, cxgb4, rev1-only, never-rtr, "
+                  "strict, or any name 'rdma-probe personalities' lists) or a path to a "
+                  "personality JSON file (contains '/' or ends in .json)")
       ->type_name("NAME|PATH");
   // One directory per --personality-dir, so a URI after it is not taken for a second one.
   cmd->add_option("--personality-dir", choice.extra_dirs,
-                  wrap("Search DIR for NAME.json before the default directories; repeatable"))
+                  "Search DIR for personalities before the default directories; repeatable")
       ->type_name("DIR")
       ->allow_extra_args(false);
+}
+
+// The EXIT STATUS sections (exit_status.h: the same numbers in every tool).
+std::string main_exit_status() {
+  return exit_status_section(
+      {{tools::kExitOk, "the command did what it was asked, and what it checked was right"},
+       {tools::kExitFailed,
+        "a connection, an exchange or a simulated run failed, or a probe or connect was cut "
+        "short by SIGINT or SIGTERM (the partial result is printed first)"},
+       {tools::kExitUsage, "nothing was run"},
+       {tools::kExitUnreachable, "the address did not answer (TCP refused or timed out)"},
+       {tools::kExitNotIwarp, "(probe) something answered, but it is not an iWARP peer"},
+       {tools::kExitCannotRun, "(serve) the address could not be listened on"}});
+}
+
+std::string serve_exit_status() {
+  return exit_status_section(
+      {{tools::kExitOk,
+        "stopped by SIGTERM or SIGINT (its normal end; the counters are printed first), or "
+        "every connection of --once/--max-connections succeeded"},
+       {tools::kExitFailed, "a connection of --once/--max-connections failed"},
+       {tools::kExitUsage, "URI, personality (unknown name, bad file), option values"},
+       {tools::kExitCannotRun,
+        "the address could not be listened on: in use, not an address of this node, no "
+        "permission (a port below 1024), or no RDMA device holds it (verbs)"}});
+}
+
+std::string connect_exit_status() {
+  return exit_status_section(
+      {{tools::kExitOk, "connected and the exchange verified every byte"},
+       {tools::kExitFailed,
+        "MPA setup failed, the peer never answered the Request in time, or the exchange "
+        "failed (\"error\" says why); or SIGINT/SIGTERM stopped it (\"error\" kind "
+        "interrupted, the report so far printed)"},
+       {tools::kExitUsage, "URI, personality, option values"},
+       {tools::kExitUnreachable,
+        "the TCP connection was refused or got no answer within --timeout (a blackholed "
+        "port); verbs: no RDMA device reaches the address, or nothing listens there"}});
+}
+
+std::string probe_exit_status() {
+  return exit_status_section(
+      {{tools::kExitOk, "probed: the report lists what the peer speaks"},
+       {tools::kExitFailed,
+        "an iWARP peer that rejected even a plain Request (e.g. its listener is over its "
+        "backlog: try again), a peer that stopped answering during the probe (the report "
+        "says so), or the probe was stopped by SIGINT or SIGTERM (the report so far is "
+        "printed, the rest not_tested)"},
+       {tools::kExitUsage, "URI, option values"},
+       {tools::kExitUnreachable, "TCP connect refused, no route, or no answer in time"},
+       {tools::kExitNotIwarp,
+        "it answered with something else (an HTTP server says \"HTTP/1.1 400\"), or closed "
+        "or stayed silent on MPA Requests of both revisions"}});
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app(kDescription, "rdma-probe");
-  app.footer(kMainFooter);
-  auto formatter = std::make_shared<rdma_interop::tools::SubcommandFormatter>();
-  formatter->column_width(34);
-  app.formatter(formatter);
+  tools::setup_tool_app(app, "rdma-probe", 34);
+  app.footer(std::string(kMainFooter) + "\n" + main_exit_status());
   app.require_subcommand(1);
-  app.set_version_flag("--version", "rdma-probe 0.1.0 (rdma-interop)");
 
   ServeOptions serve;
   auto* serve_cmd = app.add_subcommand("serve", kServeDescription);
-  serve_cmd->footer(kServeFooter);
+  serve_cmd->footer(std::string(kServeFooter) + "\n" + serve_exit_status());
   serve_cmd
       ->add_option("-l,--listen", serve.listen,
-                   wrap("Where to listen: tcp://ADDR:PORT (IPv4 address or name; port 0 picks "
-                        "a free port, reported in the \"listening\" line), or "
-                        "verbs://ADDR:PORT, verbs://DEVICE[:PORT] for rdma-core"))
+                   "Where to listen: tcp://ADDR:PORT (IPv4 address or name; port 0 picks a free "
+                   "port, reported in the \"listening\" line), or verbs://ADDR:PORT, "
+                   "verbs://DEVICE[:PORT] for rdma-core")
       ->type_name("URI");
   add_personality_options(serve_cmd, serve.personality);
-  auto* max_opt =
-      serve_cmd
-          ->add_option("--max-connections", serve.max_connections,
-                       wrap("Exit after N connections (default: run until a signal)"))
-          ->type_name("N")
-          ->check(rdma_interop::tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
-  serve_cmd->add_flag("--once", serve.once, wrap("Exit after one connection (--max-connections 1)"))
+  auto* max_opt = serve_cmd
+                      ->add_option("--max-connections", serve.max_connections,
+                                   "Exit after N connections (default: run until a signal)")
+                      ->type_name("N")
+                      ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
+  serve_cmd->add_flag("--once", serve.once, "Exit after one connection (--max-connections 1)")
       ->excludes(max_opt);
+  serve_cmd->add_flag("--json", serve.json,
+                      "Print one JSON object per event and line instead of the log (see above)");
   serve_cmd
       ->add_option("--exchange-timeout", serve.exchange_timeout_s,
-                   wrap("Seconds one connection's exchange (after MPA setup) may take before it "
-                        "is cut off (default 10)"))
-      ->type_name("SECONDS")
-      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
+                   "How long one connection's exchange (after MPA setup) may take before it is "
+                   "cut off (default 10s; a bare number is seconds)")
+      ->type_name("DURATION")
+      ->transform(duration_in(milliseconds(1), std::chrono::hours(1), TimeUnit::kSeconds));
   serve_cmd
       ->add_option("--idle-timeout", serve.idle_timeout_s,
-                   wrap("Seconds a connection may go without a word from its peer before it is "
-                        "cut off (default 5): a silent peer holds one of the connections served "
-                        "at once (--backlog of them, at most 64) for at most this long"))
-      ->type_name("SECONDS")
-      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
+                   "How long a connection may go without a word from its peer before it is cut "
+                   "off (default 5s; a bare number is seconds): a silent peer holds one of the "
+                   "connections served at once (--backlog of them, at most 64) for at most "
+                   "this long")
+      ->type_name("DURATION")
+      ->transform(duration_in(milliseconds(1), std::chrono::hours(1), TimeUnit::kSeconds));
   serve_cmd
       ->add_option("--backlog", serve.backlog,
-                   wrap("Connect requests that may wait for the acceptor's decision (default "
-                        "16); a request holds its slot until it is accepted or rejected"))
+                   "Connect requests that may wait for the acceptor's decision (default 16); a "
+                   "request holds its slot until it is accepted or rejected")
       ->type_name("N")
-      ->check(rdma_interop::tools::integer_in(1, 65535));
+      ->check(integer_in(1, 65535));
   serve_cmd
       ->add_option("--overflow", serve.overflow,
-                   wrap("Over the backlog: 'reject' answers at once with an MPA Reject whose "
-                        "private data is \"rdma-interop:backlog-full\" (our initiators report "
-                        "backlog_full), 'drop' leaves the request unanswered until a slot "
-                        "frees (default reject)"))
+                   "Over the backlog: 'reject' answers at once with an MPA Reject whose private "
+                   "data is \"rdma-interop:backlog-full\" (our initiators report backlog_full), "
+                   "'drop' leaves the request unanswered until a slot frees (default reject)")
       ->type_name("drop|reject")
-      ->check(CLI::IsMember({"drop", "reject"}));
+      ->check(CLI::IsMember({"drop", "reject"}).description(""));
   serve_cmd
       ->add_option("--half-open-limit", serve.half_open_limit,
-                   wrap("TCP connections without a complete MPA Request kept at once; the "
-                        "oldest is closed to make room (default max(4*backlog, 64))"))
+                   "TCP connections without a complete MPA Request kept at once; the oldest is "
+                   "closed to make room (default max(4*backlog, 64))")
       ->type_name("N")
-      ->check(rdma_interop::tools::integer_in(1, 1 << 20));
+      ->check(integer_in(1, 1 << 20));
   serve_cmd
       ->add_option("--decision-timeout", serve.decision_timeout_ms,
-                   wrap("Milliseconds a request may hold its slot undecided before the "
-                        "listener rejects it (default 30000)"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(1, 3600000, "milliseconds"));
+                   "How long a request may hold its slot undecided before the listener rejects "
+                   "it (default 30s; a bare number is milliseconds)")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(1), std::chrono::hours(1), TimeUnit::kMilliseconds));
   serve_cmd
       ->add_option("--overflow-timeout", serve.overflow_timeout_ms,
-                   wrap("With --overflow drop: milliseconds a request waits unanswered for a "
-                        "free slot before the listener closes it (counted overflow_dropped; "
-                        "default 5000). Keep it below the initiators' reply timeout minus the "
-                        "time a request spends in the backlog, or they give up on requests "
-                        "the listener still accepts"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(1, 3600000, "milliseconds"));
+                   "With --overflow drop: how long a request waits unanswered for a free slot "
+                   "before the listener closes it (counted overflow_dropped; default 5s; a bare "
+                   "number is milliseconds). Keep it below the initiators' reply timeout minus "
+                   "the time a request spends in the backlog, or they give up on requests the "
+                   "listener still accepts")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(1), std::chrono::hours(1), TimeUnit::kMilliseconds));
   serve_cmd
       ->add_option("--accept-delay", serve.accept_delay_ms,
-                   wrap("Milliseconds to wait before accepting each request: a deliberately "
-                        "slow acceptor, to fill the backlog (default 0)"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(0, 3600000, "milliseconds"));
+                   "How long to wait before accepting each request: a deliberately slow "
+                   "acceptor, to fill the backlog (default 0; a bare number is milliseconds)")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(0), std::chrono::hours(1), TimeUnit::kMilliseconds));
   serve_cmd->add_flag("--backlog-events", serve.backlog_events,
-                      wrap("Print a \"backlog\" line for every slot taken or freed"));
+                      "Print a \"backlog\" line for every slot taken or freed");
   serve_cmd->add_flag("--list-personalities", serve.list_personalities,
-                      wrap("Print the available personalities (name and description) and exit"));
+                      "Print the available personalities (name and description) and exit");
 
   ConnectOptions connect;
   auto* connect_cmd = app.add_subcommand("connect", kConnectDescription);
-  connect_cmd->footer(kConnectFooter);
+  connect_cmd->footer(std::string(kConnectFooter) + "\n" + connect_exit_status());
   connect_cmd
       ->add_option("uri", connect.uri,
-                   wrap("The responder: tcp://ADDR:PORT, or verbs://ADDR:PORT[?ack_timeout=N"
-                        "&retry_count=N&rnr_retry=N&source=ADDR] for rdma-core (source: the "
-                        "local address, which picks the device)"))
+                   "The responder: tcp://ADDR:PORT, or verbs://ADDR:PORT for rdma-core, with "
+                   "options ?ack_timeout=N&retry_count=N&rnr_retry=N&source=ADDR (source: the "
+                   "local address, which picks the device)")
       ->required()
       ->type_name("URI");
   add_personality_options(connect_cmd, connect.personality);
   connect_cmd->get_option("--personality")->required();
   connect_cmd
       ->add_option("-t,--timeout", connect.timeout_s,
-                   wrap("Seconds the whole run may take: TCP connect, MPA setup, exchange, "
-                        "disconnect (default 15)"))
-      ->type_name("SECONDS")
-      ->check(rdma_interop::tools::number_in(0.001, 3600.0, "seconds"));
+                   "How long the whole run may take: TCP connect, MPA setup, exchange, "
+                   "disconnect (default 15s; a bare number is seconds)")
+      ->type_name("DURATION")
+      ->transform(duration_in(milliseconds(1), std::chrono::hours(1), TimeUnit::kSeconds));
   connect_cmd
       ->add_option("--first-fpdu-delay", connect.first_fpdu_delay_ms,
-                   wrap("Milliseconds to wait after the MPA Reply before the first FPDU (the "
-                        "RTR, or the first message without peer-to-peer); overrides the "
-                        "personality's first_fpdu_delay_ms. Kernel siw as responder ignores an "
-                        "FPDU that arrives while it hands the socket to its QP: 50 covers that "
-                        "window on real hosts"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
+                   "How long to wait after the MPA Reply before the first FPDU (the RTR, or the "
+                   "first message without peer-to-peer; a bare number is milliseconds); "
+                   "overrides the personality's first_fpdu_delay_ms. Kernel siw as responder "
+                   "ignores an FPDU that arrives while it hands the socket to its QP: 50ms "
+                   "covers that window on real hosts")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(0), std::chrono::minutes(1), TimeUnit::kMilliseconds));
   connect_cmd
       ->add_option("--retries", connect.retries,
-                   wrap("Connect again up to N times when the listener may take it later: "
-                        "backlog_full, TCP refused or reset, no MPA Reply in time (default 0); "
-                        "--timeout bounds each attempt"))
+                   "Connect again up to N times when the listener may take it later: "
+                   "backlog_full, TCP refused or reset, no answer in time (default 0); "
+                   "--timeout bounds each attempt")
       ->type_name("N")
-      ->check(rdma_interop::tools::integer_in(0, 1000));
-  connect_cmd
-      ->add_option("--retry-backoff", connect.retry_backoff_ms,
-                   wrap("Base of the backoff before a retry: a random wait in [0, min(50*MS, "
-                        "MS*2^(n-1))] before retry n (full jitter; default 100)"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
+      ->check(integer_in(0, 1000));
+  tools::add_retry_backoff_options(connect_cmd, connect.retry_backoff);
   connect_cmd->add_flag("--json", connect.json,
-                        wrap("Print one JSON report (schema rdma-interop/connect/1) instead of the "
-                             "summary"));
+                        "Print one JSON report (schema rdma-interop/connect/1) instead of the "
+                        "summary");
 
   ProbeOptions probe;
   auto* probe_cmd = app.add_subcommand("probe", kProbeDescription);
-  probe_cmd->footer(kProbeFooter);
+  probe_cmd->footer(std::string(kProbeFooter) + "\n" + probe_exit_status());
   probe_cmd
       ->add_option("uri", probe.uri,
-                   wrap("The peer: tcp://HOST:PORT (our userspace iWARP, every MPA row), or "
-                        "verbs://ADDR:PORT through rdma-core (connection-level rows only)"))
+                   "The peer: tcp://HOST:PORT (our userspace iWARP, every MPA row), or "
+                   "verbs://ADDR:PORT through rdma-core (connection-level rows only)")
       ->required()
       ->type_name("URI");
   probe_cmd->add_flag("--json", probe.json,
-                      wrap("Print one JSON report (schema rdma-interop/probe/2) instead of the "
-                           "table"));
+                      "Print one JSON report (schema rdma-interop/probe/2) instead of the table");
   probe_cmd
       ->add_option("-t,--timeout", probe.timeout_s,
-                   wrap("Seconds each probe connection may take, setup and all (default 3)"))
-      ->type_name("SECONDS")
-      ->check(rdma_interop::tools::number_in(0.05, 600.0, "seconds"));
+                   "How long each probe connection may take, setup and all (default 3s; a bare "
+                   "number is seconds)")
+      ->type_name("DURATION")
+      ->transform(duration_in(milliseconds(50), std::chrono::minutes(10), TimeUnit::kSeconds));
   probe_cmd
       ->add_option("--rtr-wait", probe.rtr_wait_ms,
-                   wrap("Milliseconds the RTR probe withholds its RTR to see whether the peer "
-                        "sends first (default 2000); a peer that gives up sooner is seen "
-                        "closing"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(10, 600000, "milliseconds"));
+                   "How long the RTR probe withholds its RTR to see whether the peer sends "
+                   "first (default 2s; a bare number is milliseconds); a peer that gives up "
+                   "sooner is seen closing")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(10), std::chrono::minutes(10), TimeUnit::kMilliseconds));
   probe_cmd
       ->add_option("--first-fpdu-delay", probe.first_fpdu_delay_ms,
-                   wrap("Milliseconds between the MPA Reply and the first FPDU of each probe "
-                        "connection (default 50: kernel siw as responder needs it)"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(0, 60000, "milliseconds"));
+                   "How long between the MPA Reply and the first FPDU of each probe connection "
+                   "(default 50ms, kernel siw as responder needs it; a bare number is "
+                   "milliseconds)")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(0), std::chrono::minutes(1), TimeUnit::kMilliseconds));
   probe_cmd
       ->add_option("--max-connections", probe.max_connections,
-                   wrap("Connections the probe may make in all (default 48); probes past it "
-                        "are reported not_tested"))
+                   "Connections the probe may make in all (default 48); probes past it are "
+                   "reported not_tested")
       ->type_name("N")
-      ->check(rdma_interop::tools::integer_in(1, 1000));
+      ->check(integer_in(1, 1000));
   // Given twice (a wrapper's default, then the operator's), the last one counts.
   for (const auto* name : {"--timeout", "--rtr-wait", "--first-fpdu-delay", "--max-connections"}) {
     probe_cmd->get_option(name)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   }
   probe_cmd->add_flag("--evidence", probe.evidence,
-                      wrap("Under each capability, print each probe's offer and what came back"));
+                      "Under each capability, print each probe's offer and what came back");
   probe_cmd->add_flag("-q,--quiet", probe.quiet,
-                      wrap("No progress line on stderr (shown only when stderr is a terminal)"));
+                      "No progress line on stderr (shown only when stderr is a terminal)");
   probe_cmd
       ->add_option("--personality-dir", probe.personality_dirs,
-                   wrap("Compare the peer also with the personalities in DIR (searched before "
-                        "the default directories; repeatable)"))
+                   "Compare the peer also with the personalities in DIR (searched before the "
+                   "default directories; repeatable)")
       ->type_name("DIR")
       ->allow_extra_args(false);
 
   ListOptions list;
   auto* list_cmd = app.add_subcommand("personalities", kListDescription);
-  list_cmd->footer(kListFooter);
+  list_cmd->footer(std::string(kListFooter) + "\n" +
+                   exit_status_section({{tools::kExitOk,
+                                         "listed (files that fail to load are "
+                                         "named on stderr)"},
+                                        {tools::kExitUsage, ""}}));
   list_cmd
       ->add_option("--personality-dir", list.extra_dirs,
-                   wrap("Search DIR before the default directories; repeatable"))
+                   "Search DIR before the default directories; repeatable")
       ->type_name("DIR")
       ->allow_extra_args(false);
   list_cmd->add_flag("--json", list.json,
-                     wrap("Print a JSON array of the personalities (the file format, plus "
-                          "source_path)"));
+                     "Print a JSON array of the personalities (the file format, plus "
+                     "source_path)");
 
   XrcOptions xrc;
   auto* xrc_cmd = app.add_subcommand("xrc", kXrcDescription);
-  xrc_cmd->footer(kXrcFooter);
-  xrc_cmd->add_option("--device", xrc.devices, wrap("Only this RDMA device; repeatable"))
+  xrc_cmd->footer(
+      std::string(kXrcFooter) + "\n" +
+      exit_status_section(
+          {{tools::kExitOk, "devices listed; or the simulated run kept every guarantee"},
+           {tools::kExitFailed,
+            "the simulated run broke a guarantee (the verdict says which, and when)"},
+           {tools::kExitUsage, "unknown device, bad probe settings"}}));
+  xrc_cmd->add_option("--device", xrc.devices, "Only this RDMA device; repeatable")
       ->type_name("NAME");
-  xrc_cmd->add_flag("--json", xrc.json, wrap("One JSON object on stdout"));
+  xrc_cmd->add_flag("--json", xrc.json, "One JSON object on stdout");
   xrc_cmd
       ->add_option("--simulate", xrc.simulate_seed,
-                   wrap("Run the lifetime engine on a simulated node, seeded with SEED"))
+                   "Run the lifetime engine on a simulated node, seeded with SEED")
       ->type_name("SEED");
   xrc_cmd->add_flag("--events", xrc.events,
-                    wrap("(--simulate) Also print every engine decision with its reason"));
-  xrc_cmd->add_flag("--trace", xrc.trace, wrap("(--simulate) Also print every fabric step"));
+                    "(--simulate) Also print every engine decision with its reason");
+  xrc_cmd->add_flag("--trace", xrc.trace, "(--simulate) Also print every fabric step");
   xrc_cmd
       ->add_option("--probe", xrc.probe_kind,
-                   wrap("(--simulate) Probe kind instead of the seed's: zero_length_read "
-                        "(not rkey-checked, IB C9-88) or invalid_rkey_read (on its own probe "
-                        "QP, recycled after each answer)"))
-      ->type_name("KIND");
+                   "(--simulate) Probe kind instead of the seed's: zero_length_read (not "
+                   "rkey-checked, IB C9-88) or invalid_rkey_read (on its own probe QP, recycled "
+                   "after each answer)")
+      ->type_name("zero_length_read|invalid_rkey_read");
   xrc_cmd
       ->add_option("--probe-interval", xrc.interval_ms,
-                   wrap("(--simulate) Milliseconds between probes (the timeout is capped "
-                        "to it)"))
-      ->type_name("MS")
-      ->check(rdma_interop::tools::integer_in(1, 600000, "milliseconds"));
+                   "(--simulate) Time between probes (the timeout is capped to it; a bare "
+                   "number is milliseconds)")
+      ->type_name("DURATION")
+      ->transform(
+          whole_duration_in(milliseconds(1), std::chrono::minutes(10), TimeUnit::kMilliseconds));
   xrc_cmd
       ->add_option("--probe-retries", xrc.retries,
-                   wrap("(--simulate) Failed probes forgiven before the sender is dead"))
+                   "(--simulate) Failed probes forgiven before the sender is dead")
       ->type_name("N")
-      ->check(rdma_interop::tools::integer_in(0, 1000));
+      ->check(integer_in(0, 1000));
 
   DevicesOptions devices;
   auto* devices_cmd = app.add_subcommand("devices", kDevicesDescription);
-  devices_cmd->footer(kDevicesFooter);
+  devices_cmd->footer(
+      std::string(kDevicesFooter) + "\n" +
+      exit_status_section(
+          {{tools::kExitOk, "listed (also when the node has no RDMA device)"},
+           {tools::kExitFailed,
+            "a device is present but could not be opened or queried (its entry says why)"},
+           {tools::kExitUsage,
+            "a --device this node does not have (the message lists those present)"}}));
   devices_cmd
       ->add_option("--device", devices.devices,
-                   wrap("Only this RDMA device (as ibv_devices names it); repeatable. A name "
-                        "this node does not have is an error (exit status 2)"))
+                   "Only this RDMA device (as ibv_devices names it); repeatable. A name this "
+                   "node does not have is an error (exit status 2)")
       ->type_name("NAME");
   devices_cmd->add_flag("--json", devices.json,
-                        wrap("Print one JSON object (schema rdma-interop/devices/1) instead of "
-                             "the blocks"));
+                        "Print one JSON object (schema rdma-interop/devices/1) instead of the "
+                        "blocks");
+
+  if (auto status = tools::answer_documentation_request(app, argc, argv)) return *status;
 
   // `rdma-probe [OPTIONS] URI` is `rdma-probe probe [OPTIONS] URI`: a first argument that is
   // a URI or an option other than the top level's own makes the probe command explicit.

@@ -40,12 +40,6 @@ int run_probe(const ProbeOptions& options) {
     print_usage_error("probe", options.uri + ": a probe needs the peer's port");
     return kExitUsage;
   }
-  auto provider = transport::open_provider(uri->scheme);
-  if (!provider) {
-    print_usage_error("probe", provider.error());
-    return kExitUsage;
-  }
-
   for (const auto& d : options.personality_dirs) {
     std::error_code ec;
     if (!std::filesystem::is_directory(d, ec)) {
@@ -68,10 +62,18 @@ int run_probe(const ProbeOptions& options) {
   settings.rtr_wait = std::chrono::milliseconds(options.rtr_wait_ms);
   settings.first_fpdu_delay = std::chrono::milliseconds(options.first_fpdu_delay_ms);
   settings.max_connections = options.max_connections;
-  // The connection under way is bounded by --timeout: let it finish, then report.
-  tools::SignalWatch signals("rdma-probe",
-                             settings.timeout + settings.rtr_wait + std::chrono::seconds(1));
+  // Before the provider starts its event thread, which must inherit the blocked signals (or
+  // a Ctrl-C ends the process with 130 and no report). The connection under way is bounded
+  // by --timeout: let it finish, then report what was found (exit 1: cut short).
+  tools::SignalWatch signals(
+      "rdma-probe", settings.timeout + settings.rtr_wait + std::chrono::seconds(1), kExitFailed);
   settings.cancel = &signals.stop_requested();
+  auto provider = transport::open_provider(uri->scheme);
+  if (!provider) {
+    signals.finished();
+    print_usage_error("probe", provider.error());
+    return kExitUsage;
+  }
   const bool progress = !options.quiet && ::isatty(STDERR_FILENO);
   if (progress) {
     settings.progress = [](int n, std::string_view what) {
@@ -96,9 +98,12 @@ int run_probe(const ProbeOptions& options) {
     std::cout.flush();
   }
   signals.finished();
+  // Cut short, the outcome may be what the first probes found before the signal (a peer
+  // not yet known to be iWARP): the run was incomplete, whatever it found.
+  if (cancelled) return kExitFailed;
   switch (report.outcome) {
     case ProbeOutcome::kProbed:
-      return cancelled || peer_broke(report) ? kExitFailed : kExitOk;
+      return peer_broke(report) ? kExitFailed : kExitOk;
     case ProbeOutcome::kUnreachable:
       return kExitUnreachable;
     case ProbeOutcome::kNotIwarp:

@@ -1,5 +1,5 @@
 // rdma-probe serve: a responder that accepts connections, runs the interop exchange on
-// each and prints one JSON line per event.
+// each and prints one line per event: a log, or JSON with --json (serve_log.h).
 //
 // Connections are served at once, each on a thread of its own, up to the listener's
 // --backlog (at most kMaxConcurrent): nine peers that complete MPA setup and then say
@@ -17,26 +17,26 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <atomic>
-#include <functional>
-#include <memory>
 #include <vector>
 
 #include "tools/rdma-probe/negotiated_json.h"
+#include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
 #include "tools/rdma-probe/interop_exchange.h"
 #include "tools/rdma-probe/json_report.h"
-#include "tools/common/signal_watch.h"
+#include "tools/rdma-probe/serve_log.h"
 
 namespace rdma_interop::probe {
 namespace {
@@ -224,13 +224,16 @@ int run_serve(const ServeOptions& options) {
     return kExitUsage;
   }
 
-  // Before the provider starts its thread, so that thread inherits the blocked signals.
-  tools::SignalWatch signals("rdma-probe", kStopGrace);
+  // Before the provider starts its thread, so that thread inherits the blocked signals. A
+  // signal is serve's normal end (status 0), also when forced past the grace.
+  tools::SignalWatch signals("rdma-probe", kStopGrace, kExitOk);
   auto provider = transport::open_provider(uri->scheme);
   if (!provider) {
+    signals.finished();
     print_usage_error("serve", provider.error());
     return kExitUsage;
   }
+  const auto emit = [&options](const json& event) { print_serve_event(event, options.json); };
   transport::ListenOptions listen_options(options.backlog);
   listen_options.overflow =
       options.overflow == "drop" ? cm::BacklogOverflow::kDrop : cm::BacklogOverflow::kReject;
@@ -240,15 +243,20 @@ int run_serve(const ServeOptions& options) {
   auto listener = (*provider)->listen(*uri, personality->mpa, listen_options);
   if (!listener) {
     const auto& e = listener.error();
-    bool usage = e.kind == transport::ConnectError::Kind::kInvalidArgument;
+    // Options the provider refuses (a policy it cannot apply) are bad arguments; the system
+    // refusing the address (in use, not ours, EACCES below port 1024, no device) is this
+    // node being unable to run it.
+    const bool usage =
+        e.kind == transport::ConnectError::Kind::kInvalidArgument && e.sys_errno == 0;
     auto text = e.detail.empty() ? transport::to_string(e) : e.detail;
     std::fprintf(stderr, "rdma-probe serve: %s\n", text.c_str());
-    return usage ? kExitUsage : kExitFailed;
+    signals.finished();
+    return usage ? kExitUsage : kExitCannotRun;
   }
-  print_json_line(json{{"event", "listening"},
-                       {"address", (*listener)->local_address()},
-                       {"personality", personality->name},
-                       {"pid", static_cast<long>(getpid())}});
+  emit(json{{"event", "listening"},
+            {"address", (*listener)->local_address()},
+            {"personality", personality->name},
+            {"pid", static_cast<long>(getpid())}});
 
   int limit = options.once ? 1 : options.max_connections;
   // Counted when a connection is taken (so --max-connections stops taking more at once);
@@ -263,7 +271,7 @@ int run_serve(const ServeOptions& options) {
   auto report_setup_failures = [&] {
     for (auto& f : (*listener)->take_setup_failures()) {
       const bool overflow = f.error.failure == cm::CmFailure::kBacklogFull;
-      print_json_line(failed_connection(f.peer_address, setup_error_json(f.error), f.elapsed_ms));
+      emit(failed_connection(f.peer_address, setup_error_json(f.error), f.elapsed_ms));
       if (overflow) continue;
       all_ok.store(false);
       ++handled;
@@ -272,11 +280,11 @@ int run_serve(const ServeOptions& options) {
   auto report_backlog_events = [&] {
     if (!options.backlog_events) return;
     for (const auto& e : (*listener)->take_backlog_events()) {
-      print_json_line(json{{"event", "backlog"},
-                           {"type", cm::event_name(e.type)},
-                           {"reason", cm::reason_name(e.reason)},
-                           {"peer", e.peer_address},
-                           {"pending", e.pending}});
+      emit(json{{"event", "backlog"},
+                {"type", cm::event_name(e.type)},
+                {"reason", cm::reason_name(e.reason)},
+                {"peer", e.peer_address},
+                {"pending", e.pending}});
     }
   };
   Workers workers(std::clamp(options.backlog, 1, kMaxConcurrent));
@@ -301,19 +309,19 @@ int run_serve(const ServeOptions& options) {
     ++handled;
     std::shared_ptr<transport::PendingConnection> request = std::move(pending);
     try {
-      workers.start([request, &personality, &options, &stop, &all_ok] {
+      workers.start([request, &personality, &options, &stop, &all_ok, &emit] {
         // One connection must never take the listener down: serve_one catches.
         const json event = serve_one(*request, *personality, options, stop);
         if (!event["ok"].get<bool>()) all_ok.store(false);
-        print_json_line(event);
+        emit(event);
       });
     } catch (const std::exception& e) {
       // No thread for it (a thread limit): this request is refused, the server goes on.
       request->reject({});
       all_ok.store(false);
-      print_json_line(failed_connection(
-          request->peer_address(),
-          local_error("setup", std::string("no worker thread: ") + e.what()), 0.0));
+      emit(failed_connection(request->peer_address(),
+                             local_error("setup", std::string("no worker thread: ") + e.what()),
+                             0.0));
     }
   }
   // Connections still being served finish (each bounded by its timeouts, or cut short by
@@ -322,7 +330,7 @@ int run_serve(const ServeOptions& options) {
   (*listener)->close();
   report_backlog_events();
   report_setup_failures();
-  print_json_line(counters_json((*listener)->counters(), options.overflow));
+  emit(counters_json((*listener)->counters(), options.overflow));
   signals.finished();
   if (stop.load()) {
     std::fprintf(stderr, "rdma-probe serve: stopped by signal %d after %d connection(s)\n",
