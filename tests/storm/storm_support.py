@@ -29,7 +29,8 @@ DEBIAN_PYTHON = "/usr/bin/python3"
 #: How often backlog-stat and VmRSS are sampled during a storm.
 SAMPLE_INTERVAL_S = 0.15
 
-OUTCOMES = ("connected", "overflow_rejected", "app_rejected", "expired", "gave_up", "other")
+OUTCOMES = ("connected", "overflow_rejected", "app_rejected", "expired", "tcp_timeout", "gave_up",
+            "other")
 
 
 def build_dir() -> Path:

@@ -2,6 +2,7 @@
 // these with the listener's counters, so a misfiled outcome would look like a lost request.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "tools/rdma-storm/attempt_outcome.h"
@@ -37,7 +38,22 @@ TEST(StormOutcome, AnythingElseIsOtherWithItsStableName) {
   EXPECT_EQ(r.other_name, cm::failure_name(cm::CmFailure::kMalformedFrame));
   transport::ConnectError refused;
   refused.kind = Kind::kUnreachable;
+  refused.sys_errno = ECONNREFUSED;
   EXPECT_EQ(classify(refused).other_name, "unreachable");
+}
+
+TEST(StormOutcome, AnUnansweredSynIsTheNetworksNotTheServersExpiry) {
+  // The server never saw the attempt: counting it expired would break the reconciliation
+  // with the server's unanswered requests.
+  transport::ConnectError syn;
+  syn.kind = Kind::kUnreachable;
+  syn.sys_errno = ETIMEDOUT;
+  EXPECT_EQ(classify(syn).outcome, Outcome::kTcpTimeout);
+  EXPECT_EQ(outcome_name(Outcome::kTcpTimeout), "tcp_timeout");
+  EXPECT_TRUE(retryable(classify(syn)));
+  EXPECT_TRUE(never_reached(classify(syn)));
+  EXPECT_FALSE(never_reached({Outcome::kExpired, {}}));
+  EXPECT_TRUE(never_reached({Outcome::kOther, "unreachable"}));
 }
 
 TEST(StormOutcome, OnlyABusyOrUnreachableListenerIsWorthARetry) {

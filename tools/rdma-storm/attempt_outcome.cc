@@ -1,5 +1,7 @@
 #include "tools/rdma-storm/attempt_outcome.h"
 
+#include <cerrno>
+
 #include "core/cm/cm_failure.h"
 
 namespace rdma_interop::storm {
@@ -10,6 +12,7 @@ std::string_view outcome_name(Outcome o) {
     case Outcome::kOverflowRejected: return "overflow_rejected";
     case Outcome::kAppRejected: return "app_rejected";
     case Outcome::kExpired: return "expired";
+    case Outcome::kTcpTimeout: return "tcp_timeout";
     case Outcome::kGaveUp: return "gave_up";
     case Outcome::kOther: return "other";
   }
@@ -23,6 +26,9 @@ TryResult classify(const transport::ConnectError& error) {
       // The whole connect deadline passed: the listener kept us waiting (drop policy).
       return {Outcome::kExpired, {}};
     case Kind::kUnreachable:
+      // No SYN-ACK in time is the network's (or the kernel's accept queue), never the
+      // server's decision: kept apart from expired, which the server's counters reconcile.
+      if (error.sys_errno == ETIMEDOUT) return {Outcome::kTcpTimeout, {}};
       return {Outcome::kOther, "unreachable"};
     case Kind::kAddressInUse:
     case Kind::kInvalidArgument:
@@ -47,6 +53,11 @@ TryResult classify(const transport::ConnectError& error) {
 
 bool retryable(const TryResult& result) {
   return result.outcome == Outcome::kOverflowRejected || result.outcome == Outcome::kExpired ||
+         never_reached(result);
+}
+
+bool never_reached(const TryResult& result) {
+  return result.outcome == Outcome::kTcpTimeout ||
          (result.outcome == Outcome::kOther && result.other_name == "unreachable");
 }
 

@@ -1,4 +1,4 @@
-// attempt_outcome.h - how one storm attempt ended: exactly one of six outcomes.
+// attempt_outcome.h - how one storm attempt ended: exactly one of seven outcomes.
 //
 // An attempt is one logical connect, retries included. The outcome names are the storm's
 // report keys and match the server's BacklogCounters so the two can be reconciled:
@@ -7,6 +7,9 @@
 //   app_rejected       the application's own Reject            (server: rejected_by_app)
 //   expired            no Reply in time, or reset/closed after the server gave up waiting
 //                      (server: overflow_dropped, pending_expired, half_open_expired...)
+//   tcp_timeout        the TCP connect got no answer in time: the SYN was dropped (the
+//                      listener's kernel accept queue full, or the network); the server never
+//                      saw the attempt, so nothing of its counts it
 //   gave_up            retries exhausted on a retryable failure (the last try says which)
 //   other              anything else, with the failure's stable name ("unreachable", ...)
 #pragma once
@@ -25,13 +28,14 @@ enum class Outcome : std::uint8_t {
   kOverflowRejected,
   kAppRejected,
   kExpired,
+  kTcpTimeout,
   kGaveUp,
   kOther,
 };
-inline constexpr std::size_t kOutcomeCount = 6;
+inline constexpr std::size_t kOutcomeCount = 7;
 inline constexpr std::array<Outcome, kOutcomeCount> kAllOutcomes = {
-    Outcome::kConnected, Outcome::kOverflowRejected, Outcome::kAppRejected,
-    Outcome::kExpired,   Outcome::kGaveUp,           Outcome::kOther};
+    Outcome::kConnected,  Outcome::kOverflowRejected, Outcome::kAppRejected, Outcome::kExpired,
+    Outcome::kTcpTimeout, Outcome::kGaveUp,           Outcome::kOther};
 
 std::string_view outcome_name(Outcome o);  // "connected", "overflow_rejected", ...
 
@@ -46,7 +50,11 @@ struct TryResult {
 TryResult classify(const transport::ConnectError& error);
 
 // Whether a retry may help: the listener was full (overflow Reject, or no answer under the
-// drop policy) or the TCP connect was refused/reset. An application's Reject is final.
+// drop policy), the TCP connect was refused/reset, or its SYN went unanswered. An
+// application's Reject is final.
 bool retryable(const TryResult& result);
+
+// Whether the try never reached the listener: refused, no route, no answer to the SYN.
+bool never_reached(const TryResult& result);
 
 }  // namespace rdma_interop::storm

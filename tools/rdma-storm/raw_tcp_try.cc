@@ -50,7 +50,8 @@ TryResult raw_tcp_try(const transport::ProviderUri& target, Millis timeout, Mill
   ::setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // bounds connect() too
   ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0) {
-    if (errno == EINPROGRESS || errno == ETIMEDOUT) return {Outcome::kExpired, {}};
+    // SO_SNDTIMEO ran out before the SYN-ACK: the network's, not the server's doing.
+    if (errno == EINPROGRESS || errno == ETIMEDOUT) return {Outcome::kTcpTimeout, {}};
     return {Outcome::kOther, "unreachable"};
   }
   char byte = 0;

@@ -67,22 +67,28 @@ TryResult provider_connect(transport::Provider& provider, const StormConfig& con
 class ClientThread {
  public:
   ClientThread(const StormConfig& config, transport::Provider* provider, std::uint64_t quota,
-               unsigned index, Clock::time_point stop_at, Progress& progress)
+               unsigned index, Clock::time_point stop_at, const std::atomic<bool>* stop,
+               Progress& progress)
       : config_(config),
         provider_(provider),
         quota_(quota),
         stop_at_(stop_at),
+        stop_(stop),
         progress_(progress),
         rng_(config.seed + index) {
     tally_.threads.resize(1);
   }
 
   void run() {
-    while (tally_.threads[0].attempts < quota_ && Clock::now() < stop_at_) attempt();
+    while (tally_.threads[0].attempts < quota_ && Clock::now() < stop_at_ && !stopped()) {
+      attempt();
+    }
   }
   const Tally& tally() const { return tally_; }
 
  private:
+  bool stopped() const { return stop_ != nullptr && stop_->load(std::memory_order_relaxed); }
+
   // One try in RetryMode::kStorm (or without retries); counted as it ends.
   TryResult one_try() {
     std::optional<std::uint32_t> tries;
@@ -139,7 +145,7 @@ class ClientThread {
         outcome = last.outcome;
         break;
       }
-      if (t >= config_.retries || Clock::now() >= stop_at_) {
+      if (t >= config_.retries || Clock::now() >= stop_at_ || stopped()) {
         outcome = config_.retries > 0 ? Outcome::kGaveUp : last.outcome;
         break;
       }
@@ -147,6 +153,7 @@ class ClientThread {
     }
     if (provider_retries) outcome = provider_attempt(last);
     const double ms = ms_since(start);
+    if (never_reached(last)) ++tally_.unreached;
     ++tally_.outcomes[static_cast<std::size_t>(outcome)];
     ++tally_.threads[0].attempts;
     tally_.all_ms.push_back(ms);
@@ -168,6 +175,7 @@ class ClientThread {
   transport::Provider* provider_;
   const std::uint64_t quota_;
   const Clock::time_point stop_at_;
+  const std::atomic<bool>* stop_;
   Progress& progress_;
   std::mt19937_64 rng_;
   Tally tally_;
@@ -175,7 +183,8 @@ class ClientThread {
 
 }  // namespace
 
-StormResult run_storm(const StormConfig& config, transport::Provider* provider) {
+StormResult run_storm(const StormConfig& config, transport::Provider* provider,
+                      const std::atomic<bool>* stop) {
   StormResult result;
   result.planned = config.attempts;
   result.retry_mode = config.retries == 0 ? "none"
@@ -195,7 +204,7 @@ StormResult run_storm(const StormConfig& config, transport::Provider* provider) 
     // so their connected counts measure how fairly the listener served them.
     const std::uint64_t quota = config.attempts / k + (i < config.attempts % k ? 1 : 0);
     clients.push_back(
-        std::make_unique<ClientThread>(config, provider, quota, i, stop_at, progress));
+        std::make_unique<ClientThread>(config, provider, quota, i, stop_at, stop, progress));
   }
   std::vector<std::thread> threads;
   for (auto& c : clients) threads.emplace_back([&c] { c->run(); });
@@ -231,7 +240,9 @@ StormResult run_storm(const StormConfig& config, transport::Provider* provider) 
 
   result.elapsed_s = ms_since(start) / 1000.0;
   for (auto& c : clients) result.tally.merge(c->tally());
-  result.hit_duration_limit = result.tally.attempts() < config.attempts;
+  result.stopped_by_signal = stop != nullptr && stop->load();
+  result.hit_duration_limit =
+      !result.stopped_by_signal && result.tally.attempts() < config.attempts;
   return result;
 }
 

@@ -54,6 +54,7 @@ void Tally::merge(const Tally& o) {
   connected_ms.insert(connected_ms.end(), o.connected_ms.begin(), o.connected_ms.end());
   all_ms.insert(all_ms.end(), o.all_ms.begin(), o.all_ms.end());
   tries_exact = tries_exact && o.tries_exact;
+  unreached += o.unreached;
 }
 
 }  // namespace rdma_interop::storm

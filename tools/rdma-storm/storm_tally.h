@@ -20,7 +20,8 @@ struct LatencySummary {
 LatencySummary summarize(std::vector<double>& samples);
 
 // Jain's fairness index (sum x)^2 / (n * sum x^2): 1 when every client got the same, 1/n
-// when one got everything. 1 for no clients or when nobody got anything (nothing unfair).
+// when one got everything. 1 for no clients or when nobody got anything (nothing unfair;
+// the report says n/a then, since nothing was measured).
 double jain_index(const std::vector<std::uint64_t>& per_client);
 
 struct ThreadTally {
@@ -38,6 +39,7 @@ struct Tally {
   std::vector<double> connected_ms;  // attempt start to established, retries included
   std::vector<double> all_ms;        // attempt start to its outcome, any outcome
   bool tries_exact = true;           // false: the provider retried and hid some tries
+  std::uint64_t unreached = 0;       // attempts whose last try never reached the listener
 
   std::uint64_t attempts() const;
   std::uint64_t tries() const;
