@@ -88,7 +88,9 @@ def test_two_nodes_count_every_message_and_stop_on_sigterm(tools: dict[str, str]
             if p.poll() is None:
                 p.kill()
     assert b.returncode == 0, b_err
-    assert a.returncode == 0, a_err
+    # a's 30 s run was cut short: its summary is printed, and the status says it did not run
+    # its course (tools/common/exit_status.h).
+    assert a.returncode == 1, a_err
     a_lines, b_lines = _lines(a_out), _lines(b_out)
     a_sum = next(d for d in a_lines if d["event"] == "summary")
     b_sum = next(d for d in b_lines if d["event"] == "summary")

@@ -386,6 +386,9 @@ int run_node(const MeshConfig& config, const std::atomic<bool>& stop, ReportWrit
                Clock::now() + kEndBarrierTimeout, nullptr, why)) {
     out.emit(json{{"event", "notice"}, {"notice", why + "; closing anyway"}});
   }
+  // A run a signal cut short did not run its --duration: failed (exit_status.h), after its
+  // summary.
+  if (stop.load()) return kExitFailed;
   return config.fail_on_peer_error && peer_failed ? kExitFailed : kExitRan;
 }
 

@@ -19,19 +19,21 @@
 
 #include <atomic>
 
+#include "tools/common/exit_status.h"
 #include "tools/rdma-mesh/mesh_config.h"
 #include "tools/rdma-mesh/mesh_report.h"
 
 namespace rdma_interop::mesh {
 
-// Exit status of a node.
-inline constexpr int kExitRan = 0;  // the run finished (failed peers are reported)
-// No provider, no listener, the setup or start barrier incomplete by --setup-timeout; or
-// --fail-on-peer-error and a peer failed.
-inline constexpr int kExitFailed = 1;
-inline constexpr int kExitBadArguments = 2;
+// Exit status of a node (tools/common/exit_status.h).
+inline constexpr int kExitRan = tools::kExitOk;  // the run finished (failed peers are reported)
+// No provider, no listener, the setup or start barrier incomplete by --setup-timeout;
+// --fail-on-peer-error and a peer failed; or a signal cut the run short.
+inline constexpr int kExitFailed = tools::kExitFailed;
+inline constexpr int kExitBadArguments = tools::kExitUsage;
 
-// Runs the node to the end; `stop` (a signal) ends the run early, still with a summary.
+// Runs the node to the end; `stop` (a signal) ends the run early, still with a summary, and
+// the status is then kExitFailed.
 int run_node(const MeshConfig& config, const std::atomic<bool>& stop, ReportWriter& out);
 
 }  // namespace rdma_interop::mesh
