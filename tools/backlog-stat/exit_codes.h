@@ -1,11 +1,16 @@
-// exit_codes.h - backlog-stat's exit statuses (also listed in --help).
+// exit_codes.h - backlog-stat's exit statuses: the table every tool shares
+// (tools/common/exit_status.h), under the names backlog-stat uses.
 #pragma once
+
+#include "tools/common/exit_status.h"
 
 namespace rdma_interop::backlog_stat {
 
-inline constexpr int kExitShown = 0;         // something shown (or --watch ended by a signal)
-inline constexpr int kExitNothing = 1;       // nothing to show, with a message saying why
-inline constexpr int kExitUsage = 2;         // bad options
-inline constexpr int kExitNoPermission = 3;  // the run directory cannot be read
+// Something or nothing shown (nothing to show is an answer, as with ss), or --watch ended by
+// a signal.
+inline constexpr int kExitShown = tools::kExitOk;
+inline constexpr int kExitUsage = tools::kExitUsage;  // bad options
+// The run directory cannot be read: no permission, a symbolic link, not a directory.
+inline constexpr int kExitCannotRead = tools::kExitCannotRun;
 
 }  // namespace rdma_interop::backlog_stat

@@ -25,38 +25,47 @@
 #include "tools/backlog-stat/exit_codes.h"
 #include "tools/backlog-stat/kernel_cm_ids.h"
 #include "tools/backlog-stat/report.h"
-#include "tools/common/help_wrap.h"
+#include "tools/backlog-stat/watch_delta.h"
+#include "tools/common/duration_option.h"
+#include "tools/common/exit_status.h"
+#include "tools/common/help_formatter.h"
 #include "tools/common/number_option.h"
+#include "tools/common/tool_docs.h"
 
 namespace rdma_interop::backlog_stat {
 namespace {
 
-constexpr const char* kDescription = R"(NAME
-  backlog-stat - show the RDMA listeners on this node and their backlog figures, or the
-  message connections and their credit figures
+constexpr const char* kDescription =
+    R"(backlog-stat - RDMA listeners and their backlog figures, or connections and their credits
 
-DESCRIPTION
-  Lists every listener that processes using rdma-interop (rdma-probe serve, the Python
-  package, the storm tools) have open on this node, one line each, like `ss -lnt`: where it
-  listens, how many connect requests hold a backlog slot against how many there are, and
-  what happened to the requests that found the backlog full.
+Lists every listener that processes using rdma-interop (rdma-probe serve, the Python
+package, the storm tools) have open on this node, one line each, like `ss -lnt`: where it
+listens, how many connect requests hold a backlog slot against how many there are, and
+what happened to the requests that found the backlog full.
 
-  A connect request (a complete MPA Request) holds a slot from the moment it is received
-  until the application accepts or rejects it, or it expires; TCP connections that have not
-  sent a complete Request yet are "half-open" and never hold a slot. Each process publishes
-  its listeners' counters at most every 100 ms, when they change; entries of processes that
-  are gone are not shown, and their files are deleted by the next reader run by the same
-  user as the process.
+A connect request (a complete MPA Request) holds a slot from the moment it is received
+until the application accepts or rejects it, or it expires; TCP connections that have not
+sent a complete Request yet are "half-open" and never hold a slot. Each process publishes
+its listeners' counters at most every 100 ms, when they change; entries of processes that
+are gone are not shown, and their files are deleted by the next reader run by the same
+user as the process.
 
-  With --kernel, the kernel's own RDMA CM listeners (kernel siw, rxe, HCAs) are listed too,
-  from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.
+With --kernel, the kernel's own RDMA CM listeners (kernel siw, rxe, HCAs) are listed too,
+from `rdma -j resource show cm_id`. The kernel keeps no backlog figures for them.
 
-  With --connections, lists instead every connection of the processes' message endpoints
-  (rdma-mesh, the Python messaging API), one line each, like `ss -tn`: who the peer is, how
-  many credits this side holds (receive buffers the peer has posted for it), how many
-  messages wait for one, and how often a send found none. A connection whose peer stopped
-  consuming shows 0 credits, a full queue and a growing Refused count, while the process's
-  other connections keep moving.)";
+With --connections, lists instead every connection of the processes' message endpoints
+(rdma-mesh, the Python messaging API), one line each, like `ss -tn`: who the peer is, how
+many credits this side holds (receive buffers the peer has posted for it), how many
+messages wait for one, and how often a send found none. A connection whose peer stopped
+consuming shows 0 credits, a full queue and a growing Refused count, while the process's
+other connections keep moving.
+
+With --watch, the view is refreshed in place until SIGINT or SIGTERM: each figure that
+changed since the last refresh is marked '*', and rate columns follow the counters
+(listeners: Req/s, Acc/s, Rej/s: requests, accepted, and rejected or dropped per second;
+connections: Sent/s, Recv/s, Refused/s). With --watch --json, one document per refresh and
+line, each row with "rates" (every cumulative counter per second, null at first) and
+"changed" (the figures that moved), and the document with "interval_s".)";
 
 constexpr const char* kFooter = R"(COLUMNS
   Proto               the provider ("tcp": rdma-interop's iWARP over TCP)
@@ -74,7 +83,7 @@ constexpr const char* kFooter = R"(COLUMNS
   HOExpired           half-open connections closed after the request timeout
   Policy              overflow policy: drop or reject ("-": the provider does not say)
   PID, Process        the listening process (its /proc/PID/comm)
-  The --json document has every counter (see core/cm/backlog_counters.h), not only these.
+  The --json document has every counter of the listener's backlog, not only these.
 
 CONNECTION COLUMNS (--connections)
   Proto               the provider ("tcp", "verbs"; "-" when the endpoint does not say)
@@ -94,15 +103,7 @@ CONNECTION COLUMNS (--connections)
   Sent, Received      data messages sent and received
   Updates             standalone credit updates sent/received
   PID, Process        the process of the endpoint (its /proc/PID/comm)
-  The --json document has every credit counter (see core/credit/credit_window.h).
-
-EXIT STATUS
-  0  listeners (or connections) shown (with --watch: stopped by Ctrl-C or SIGTERM)
-  1  nothing to show: no listener is published (or matches the filters), and --kernel
-     found none either; with --connections, no connection is published (or matches);
-     a message on stderr says why
-  2  bad usage
-  3  no permission to read the run directory
+  The --json document has every credit counter of the connection, not only these.
 
 FILES
   /run/rdma-interop/PID-TOKEN.json
@@ -134,6 +135,18 @@ EXAMPLES
   backlog-stat --connections --json  every credit counter of every connection
   RDMA_INTEROP_RUN_DIR=/tmp/lab backlog-stat --watch --json   a JSON line per second
 )";
+
+std::string exit_status() {
+  return tools::exit_status_section(
+      {{tools::kExitOk,
+        "shown; also when there is nothing to show (no listener or connection is published, "
+        "or none matches the filters: a line on stderr says why, as ss shows an empty "
+        "table), and --watch stopped by SIGINT or SIGTERM"},
+       {tools::kExitUsage, ""},
+       {tools::kExitCannotRun,
+        "the run directory cannot be read: no permission, or it is a symbolic link (never "
+        "followed) or not a directory"}});
+}
 
 struct Args {
   bool json = false;
@@ -220,18 +233,15 @@ int show_once(const Args& args) {
   const Snapshot s = take(args);
   if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
     std::cerr << "backlog-stat: " << printable(s.error->detail) << "\n";
-    return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
-                                                                       : kExitNothing;
+    return kExitCannotRead;
   }
   if (args.json) {
     std::cout << json_text(document(args, s), 2) << "\n";
   } else if (!s.empty(args)) {
     std::cout << table(args, s);
   }
-  if (s.empty(args)) {
-    std::cerr << nothing_message(args, s) << "\n";
-    return kExitNothing;
-  }
+  // Nothing to show is an answer, not an error (ss -lnt exits 0 with an empty table).
+  if (s.empty(args)) std::cerr << nothing_message(args, s) << "\n";
   return kExitShown;
 }
 
@@ -242,8 +252,40 @@ std::string clock_text() {
   return text;
 }
 
+// The rows of a snapshot as --watch compares them, in the report's order.
+std::vector<WatchDelta::Row> watch_rows(const Args& args, const Snapshot& s) {
+  std::vector<WatchDelta::Row> rows;
+  if (args.connections) {
+    for (const auto& row : s.connections.connections) rows.push_back(watch_row(row));
+  } else {
+    for (const auto& row : s.report.listeners) rows.push_back(watch_row(row));
+  }
+  return rows;
+}
+
+// The --watch --json document: each row with its "rates" and "changed", and "interval_s".
+nlohmann::ordered_json watch_document(const Args& args, const Snapshot& s,
+                                      const WatchMarks& marks) {
+  auto doc = document(args, s);
+  doc["interval_s"] = marks.interval_s ? nlohmann::ordered_json(*marks.interval_s)
+                                       : nlohmann::ordered_json(nullptr);
+  auto& rows = doc[args.connections ? "connections" : "listeners"];
+  for (std::size_t i = 0; i < rows.size() && i < marks.rows.size(); ++i) {
+    const auto& change = marks.rows[i];
+    nlohmann::ordered_json rates = nullptr;
+    if (!change.is_new && marks.interval_s) {
+      rates = nlohmann::ordered_json::object();
+      for (const auto& [name, rate] : change.rates) rates[name] = rate;
+    }
+    rows[i]["rates"] = rates;
+    rows[i]["changed"] = change.changed;
+  }
+  return doc;
+}
+
 // Refreshes until SIGINT/SIGTERM. The signals are blocked and taken with sigtimedwait, which
-// is also the wait between refreshes: no handler, no global flag.
+// is also the wait between refreshes: no handler, no global flag. The screens shown so far
+// are the result; a signal is the normal end (status 0).
 int watch(const Args& args) {
   sigset_t stop;
   sigemptyset(&stop);
@@ -252,22 +294,30 @@ int watch(const Args& args) {
   ::sigprocmask(SIG_BLOCK, &stop, nullptr);
   const auto period = std::chrono::duration<double>(*args.watch);
   const bool tty = ::isatty(STDOUT_FILENO) == 1;
+  WatchDelta delta;
   for (;;) {
     const Snapshot s = take(args);
     if (s.error && s.error->kind != telemetry::ScanError::Kind::kMissing) {
       std::cerr << "backlog-stat: " << printable(s.error->detail) << "\n";
-      return s.error->kind == telemetry::ScanError::Kind::kNoPermission ? kExitNoPermission
-                                                                         : kExitNothing;
+      return kExitCannotRead;
     }
+    WatchMarks marks;
+    marks.rows = delta.update(watch_rows(args, s), std::chrono::steady_clock::now());
+    marks.interval_s = delta.interval_s();
     if (args.json) {
       // One document per line, so a sampler can read the stream line by line.
-      std::cout << json_text(document(args, s)) << std::endl;
+      std::cout << json_text(watch_document(args, s, marks)) << std::endl;
     } else {
       std::string screen;
       if (tty) screen += "\033[H\033[2J";  // home, clear: refresh in place
-      screen += "Every " + std::to_string(*args.watch).substr(0, 4) + "s: backlog-stat  " +
-                clock_text() + "\n\n";
-      screen += s.empty(args) ? nothing_message(args, s) + "\n" : table(args, s);
+      char every[64];
+      std::snprintf(every, sizeof every, "Every %gs: backlog-stat  ", *args.watch);
+      screen += every + clock_text() + "\n\n";
+      if (s.empty(args)) {
+        screen += nothing_message(args, s) + "\n";
+      } else {
+        screen += args.connections ? to_text(s.connections, &marks) : to_text(s.report, &marks);
+      }
       std::cout << screen << std::flush;
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(period).count();
@@ -275,58 +325,59 @@ int watch(const Args& args) {
     const int sig = ::sigtimedwait(&stop, nullptr, &wait);
     if (sig == SIGINT || sig == SIGTERM) {
       if (!args.json && tty) std::cout << "\n";
+      std::cout << std::flush;
       return kExitShown;
     }
   }
 }
 
-// Option help, wrapped to fit beside the option column (CLI11 does not wrap).
-std::string wrap(std::string_view text) {
-  return tools::wrap_help(text, 60);
-}
-
 int run(int argc, char** argv) {
   CLI::App app(kDescription, "backlog-stat");
-  app.footer(kFooter);
-  app.option_defaults()->group("OPTIONS");  // the man-page section name
-  app.get_formatter()->column_width(28);
+  tools::setup_tool_app(app, "backlog-stat", 28);
+  app.footer(std::string(kFooter) + "\n" + exit_status());
   Args args;
   args.run_dir = telemetry::run_dir_from_environment().string();
   app.add_flag("--json", args.json,
-               wrap("print one JSON document (schema rdma-interop/backlog-stat/1, or "
-                    ".../connections/1 with --connections); with --watch, one document per line"));
+               ("print one JSON document (schema rdma-interop/backlog-stat/1, or "
+                ".../connections/1 with --connections); with --watch, one document per line"));
   app.add_option("--watch", args.watch,
-                 wrap("refresh every SECONDS (default 1) in place until Ctrl-C, which exits 0"))
+                 "refresh every INTERVAL (default 1s; a bare number is seconds) in place until "
+                 "Ctrl-C or SIGTERM, which exit 0; figures that changed are marked '*', and "
+                 "rates per second follow")
       ->expected(0, 1)
-      ->type_name("[SECONDS]")
-      ->check(tools::number_in(0.05, 86400, "seconds"));
+      ->type_name("[INTERVAL]")
+      ->transform(tools::duration_in(std::chrono::milliseconds(50), std::chrono::hours(24),
+                                     tools::TimeUnit::kSeconds));
   app.add_flag("--connections", args.connections,
-               wrap("list the message endpoints' connections and their credits (see CONNECTION "
-                    "COLUMNS) instead of the listeners"));
+               ("list the message endpoints' connections and their credits (see CONNECTION "
+                "COLUMNS) instead of the listeners"));
   app.add_option("--port", args.port,
-                 wrap("only listeners on this local port; with --connections, connections with "
-                      "this port at either end"))
+                 ("only listeners on this local port; with --connections, connections with "
+                  "this port at either end"))
       ->type_name("N")
       ->check(tools::integer_in(1, 65535));
-  app.add_option("--pid", args.pid, wrap("only listeners (or connections) of this process"))
+  app.add_option("--pid", args.pid, ("only listeners (or connections) of this process"))
       ->type_name("N")
       ->check(tools::integer_in(1, std::numeric_limits<std::int32_t>::max()));
   app.add_option("--peer", args.peer,
-                 wrap("with --connections: only connections to the peer its endpoint calls NAME"))
+                 ("with --connections: only connections to the peer its endpoint calls NAME"))
       ->type_name("NAME");
   app.add_option("--run-dir", args.run_dir,
-                 wrap("read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or "
-                      "/run/rdma-interop (a directory, not a symbolic link to one)"))
+                 ("read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or "
+                  "/run/rdma-interop (a directory, not a symbolic link to one)"))
       ->type_name("DIR");
   app.add_flag("--kernel", args.kernel,
-               wrap("also list the kernel's RDMA CM listeners (rdma -j resource show cm_id); "
-                    "not with --connections"));
+               ("also list the kernel's RDMA CM listeners (rdma -j resource show cm_id); "
+                "not with --connections"));
+  if (auto status = tools::answer_documentation_request(app, argc, argv)) return *status;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? kExitShown : kExitUsage;
   }
+  // `--watch` with no value: every second.
+  if (app.count("--watch") > 0 && !args.watch) args.watch = 1.0;
   // Checked here rather than with CLI11's needs/excludes, whose notes clutter --help.
   if (args.connections && args.kernel) {
     std::cerr << "backlog-stat: --kernel lists the kernel's listeners; it does not combine "
@@ -337,8 +388,6 @@ int run(int argc, char** argv) {
     std::cerr << "backlog-stat: --peer filters connections: add --connections\n";
     return kExitUsage;
   }
-  // `--watch` with no value: every second.
-  if (app.count("--watch") > 0 && !args.watch) args.watch = 1.0;
   if (args.watch) return watch(args);
   return show_once(args);
 }
@@ -346,4 +395,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace rdma_interop::backlog_stat
 
-int main(int argc, char** argv) { return rdma_interop::backlog_stat::run(argc, argv); }
+int main(int argc, char** argv) {
+  return rdma_interop::backlog_stat::run(argc, argv);
+}

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <initializer_list>
 
 #include "core/telemetry/counters_json.h"
 #include "core/util/printable_text.h"
@@ -53,12 +55,74 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string num(std::uint64_t v) { return std::to_string(v); }
+std::string num(std::uint64_t v) {
+  return std::to_string(v);
+}
 std::string pair(std::uint64_t a, std::uint64_t b) {
   return num(a) + "/" + num(b);
 }
 
+// --watch marks of one row: a figure's cell gets '*' when any of its figures changed since
+// the last refresh (never on a row's first appearance: everything is new then).
+class Marks {
+ public:
+  explicit Marks(const RowChange* change) : change_(change) {}
+  std::string operator()(std::string cell, std::initializer_list<const char*> figures) const {
+    if (change_ == nullptr || change_->is_new) return cell;
+    for (const char* f : figures) {
+      if (change_->changed.contains(f)) return cell + "*";
+    }
+    return cell;
+  }
+  // The summed rate of `figures`, per second, or "-" before there is one.
+  std::string rate(std::initializer_list<const char*> figures) const {
+    if (change_ == nullptr) return "-";
+    double sum = 0;
+    for (const char* f : figures) {
+      const auto it = change_->rates.find(f);
+      if (it == change_->rates.end()) return "-";
+      sum += it->second;
+    }
+    char out[32];
+    std::snprintf(out, sizeof out, "%.1f", sum);
+    return out;
+  }
+
+ private:
+  const RowChange* change_;
+};
+
+const RowChange* change_of(const WatchMarks* marks, std::size_t i) {
+  return marks != nullptr && i < marks->rows.size() ? &marks->rows[i] : nullptr;
+}
+
+std::string watch_legend(const WatchMarks* marks) {
+  if (marks == nullptr) return {};
+  char interval[32] = "";
+  if (marks->interval_s)
+    std::snprintf(interval, sizeof interval, " over the last %.2f s", *marks->interval_s);
+  return std::string("* changed since the last refresh; rates per second") + interval + ".\n";
+}
+
 }  // namespace
+
+WatchDelta::Row watch_row(const ListenerRow& row) {
+  return {std::to_string(row.pid) + " " + row.listener.scheme + " " + row.listener.local_address,
+          telemetry::counters_to_json(row.listener.counters)};
+}
+
+WatchDelta::Row watch_row(const ConnectionRow& row) {
+  const auto& c = row.connection;
+  auto figures = telemetry::credit_counters_to_json(c.credit);
+  figures["state"] = c.state;
+  figures["queued"] = c.queued;
+  figures["queue_limit"] = c.queue_limit;
+  figures["held"] = c.held;
+  figures["refused"] = c.refused;
+  return {std::to_string(row.pid) + " " + c.scheme + " " + c.local_address + " " + c.peer_address +
+              " " + c.peer,
+          std::move(figures)};
+}
 
 nlohmann::ordered_json to_json(const Report& r) {
   json listeners = json::array();
@@ -95,26 +159,51 @@ nlohmann::ordered_json to_json(const Report& r) {
   return doc;
 }
 
-std::string to_text(const Report& r) {
+std::string to_text(const Report& r, const WatchMarks* marks) {
   std::string out;
   if (r.listeners.empty()) {
     out += "No rdma-interop listeners published in " + printable(r.run_dir) + ".\n";
   } else {
-    Table t({{"Proto", false}, {"Local Address:Port", false}, {"Pend/Backlog", true},
-             {"HighW", true}, {"Wait", true}, {"Dropped", true}, {"OvfRej", true},
-             {"AppRej", true}, {"Accepted", true}, {"HalfOpen", true}, {"HOExpired", true},
-             {"Policy", false}, {"PID", true}, {"Process", false}});
-    for (const auto& row : r.listeners) {
-      const auto& c = row.listener.counters;
-      t.add({row.listener.scheme, row.listener.local_address,
-             num(c.pending) + "/" + num(c.backlog), num(c.high_water), num(c.overflow_waiting),
-             num(c.overflow_dropped), num(c.overflow_rejected), num(c.rejected_by_app),
-             num(c.accepted), num(c.half_open), num(c.half_open_expired),
-             row.listener.overflow ? std::string(telemetry::overflow_text(*row.listener.overflow))
-                                   : "-",
-             std::to_string(row.pid), row.process});
+    std::vector<std::pair<std::string, bool>> header = {
+        {"Proto", false},       {"Local Address:Port", false},
+        {"Pend/Backlog", true}, {"HighW", true},
+        {"Wait", true},         {"Dropped", true},
+        {"OvfRej", true},       {"AppRej", true},
+        {"Accepted", true},     {"HalfOpen", true},
+        {"HOExpired", true},    {"Policy", false},
+        {"PID", true},          {"Process", false}};
+    if (marks != nullptr) {
+      header.insert(header.end() - 3, {{"Req/s", true}, {"Acc/s", true}, {"Rej/s", true}});
     }
-    out += t.render();
+    Table t(std::move(header));
+    for (std::size_t i = 0; i < r.listeners.size(); ++i) {
+      const auto& row = r.listeners[i];
+      const auto& c = row.listener.counters;
+      const Marks m(change_of(marks, i));
+      std::vector<std::string> cells = {
+          row.listener.scheme,
+          row.listener.local_address,
+          m(num(c.pending) + "/" + num(c.backlog), {"pending", "backlog"}),
+          m(num(c.high_water), {"high_water"}),
+          m(num(c.overflow_waiting), {"overflow_waiting"}),
+          m(num(c.overflow_dropped), {"overflow_dropped"}),
+          m(num(c.overflow_rejected), {"overflow_rejected"}),
+          m(num(c.rejected_by_app), {"rejected_by_app"}),
+          m(num(c.accepted), {"accepted"}),
+          m(num(c.half_open), {"half_open"}),
+          m(num(c.half_open_expired), {"half_open_expired"}),
+          row.listener.overflow ? std::string(telemetry::overflow_text(*row.listener.overflow))
+                                : "-",
+          std::to_string(row.pid),
+          row.process};
+      if (marks != nullptr) {
+        cells.insert(cells.end() - 3,
+                     {m.rate({"requests"}), m.rate({"accepted"}),
+                      m.rate({"overflow_rejected", "rejected_by_app", "overflow_dropped"})});
+      }
+      t.add(std::move(cells));
+    }
+    out += t.render() + watch_legend(marks);
   }
   if (r.kernel) {
     out += "\n";
@@ -123,9 +212,13 @@ std::string to_text(const Report& r) {
     } else if (r.kernel->listeners.empty()) {
       out += "Kernel: no RDMA CM id is in state LISTEN.\n";
     } else {
-      out += "Kernel RDMA CM listeners (rdma resource show cm_id; the kernel keeps no backlog "
-             "figures):\n";
-      Table t({{"Device", false}, {"Local Address:Port", false}, {"PS", false}, {"PID", true},
+      out +=
+          "Kernel RDMA CM listeners (rdma resource show cm_id; the kernel keeps no backlog "
+          "figures):\n";
+      Table t({{"Device", false},
+               {"Local Address:Port", false},
+               {"PS", false},
+               {"PID", true},
                {"Process", false}});
       for (const auto& k : r.kernel->listeners) {
         const std::string device =
@@ -164,39 +257,62 @@ nlohmann::ordered_json to_json(const ConnectionReport& r) {
           {"connections", std::move(connections)}};
 }
 
-std::string to_text(const ConnectionReport& r) {
+std::string to_text(const ConnectionReport& r, const WatchMarks* marks) {
   if (r.connections.empty()) {
     return "No rdma-interop connections published in " + printable(r.run_dir) + ".\n";
   }
-  Table t({{"Proto", false},
-           {"Local Address:Port", false},
-           {"Peer Address:Port", false},
-           {"Peer", false},
-           {"State", false},
-           {"Credits", true},
-           {"Ctl", true},
-           {"Queued/Limit", true},
-           {"Held", true},
-           {"Refused", true},
-           {"NoCredit", true},
-           {"NoSlot", true},
-           {"Sent", true},
-           {"Received", true},
-           {"Updates", true},
-           {"PID", true},
-           {"Process", false}});
+  std::vector<std::pair<std::string, bool>> header = {{"Proto", false},
+                                                      {"Local Address:Port", false},
+                                                      {"Peer Address:Port", false},
+                                                      {"Peer", false},
+                                                      {"State", false},
+                                                      {"Credits", true},
+                                                      {"Ctl", true},
+                                                      {"Queued/Limit", true},
+                                                      {"Held", true},
+                                                      {"Refused", true},
+                                                      {"NoCredit", true},
+                                                      {"NoSlot", true},
+                                                      {"Sent", true},
+                                                      {"Received", true},
+                                                      {"Updates", true},
+                                                      {"PID", true},
+                                                      {"Process", false}};
+  if (marks != nullptr) {
+    header.insert(header.end() - 2, {{"Sent/s", true}, {"Recv/s", true}, {"Refused/s", true}});
+  }
+  Table t(std::move(header));
   // An empty cell would shift every column after it for a reader that splits on blanks.
   const auto text = [](const std::string& s) { return s.empty() ? std::string("-") : s; };
-  for (const auto& row : r.connections) {
+  for (std::size_t i = 0; i < r.connections.size(); ++i) {
+    const auto& row = r.connections[i];
     const auto& c = row.connection;
     const auto& k = c.credit;
-    t.add({text(c.scheme), text(c.local_address), text(c.peer_address), text(c.peer), text(c.state),
-           num(k.credits), num(k.control_credits), pair(c.queued, c.queue_limit), num(c.held),
-           num(c.refused), num(k.stalls_no_credit), num(k.stalls_no_slot), num(k.sent),
-           num(k.received), pair(k.updates_sent, k.updates_received), std::to_string(row.pid),
-           text(row.process)});
+    const Marks m(change_of(marks, i));
+    std::vector<std::string> cells = {
+        text(c.scheme),
+        text(c.local_address),
+        text(c.peer_address),
+        text(c.peer),
+        m(text(c.state), {"state"}),
+        m(num(k.credits), {"credits"}),
+        m(num(k.control_credits), {"control_credits"}),
+        m(pair(c.queued, c.queue_limit), {"queued", "queue_limit"}),
+        m(num(c.held), {"held"}),
+        m(num(c.refused), {"refused"}),
+        m(num(k.stalls_no_credit), {"stalls_no_credit"}),
+        m(num(k.stalls_no_slot), {"stalls_no_slot"}),
+        m(num(k.sent), {"sent"}),
+        m(num(k.received), {"received"}),
+        m(pair(k.updates_sent, k.updates_received), {"updates_sent", "updates_received"}),
+        std::to_string(row.pid),
+        text(row.process)};
+    if (marks != nullptr) {
+      cells.insert(cells.end() - 2, {m.rate({"sent"}), m.rate({"received"}), m.rate({"refused"})});
+    }
+    t.add(std::move(cells));
   }
-  return t.render();
+  return t.render() + watch_legend(marks);
 }
 
 }  // namespace rdma_interop::backlog_stat

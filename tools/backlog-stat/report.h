@@ -33,6 +33,7 @@
 #include "tools/backlog-stat/connection_row.h"
 #include "tools/backlog-stat/kernel_cm_ids.h"
 #include "tools/backlog-stat/listener_row.h"
+#include "tools/backlog-stat/watch_delta.h"
 
 namespace rdma_interop::backlog_stat {
 
@@ -46,9 +47,22 @@ struct Report {
   bool empty() const { return listeners.empty() && (!kernel || kernel->listeners.empty()); }
 };
 
+// --watch: what changed since the last refresh, one RowChange per row of the report, in its
+// order (listeners, or connections), and the interval the rates are over.
+struct WatchMarks {
+  std::vector<RowChange> rows;
+  std::optional<double> interval_s;
+};
+
+// The key and figures --watch compares a row by (watch_delta.h).
+WatchDelta::Row watch_row(const ListenerRow& row);
+WatchDelta::Row watch_row(const ConnectionRow& row);
+
 nlohmann::ordered_json to_json(const Report& r);
-// The table(s), each line ending in '\n'. Says so when a section is empty.
-std::string to_text(const Report& r);
+// The table(s), each line ending in '\n'. Says so when a section is empty. With `marks`
+// (--watch): each figure that changed since the last refresh is marked '*', and rate columns
+// follow (Req/s, Acc/s, Rej/s: requests, accepted, and rejected or dropped, per second).
+std::string to_text(const Report& r, const WatchMarks* marks = nullptr);
 
 struct ConnectionReport {
   std::string run_dir;
@@ -57,7 +71,8 @@ struct ConnectionReport {
 };
 
 nlohmann::ordered_json to_json(const ConnectionReport& r);
-// One line per connection, like `ss -tn`; says so when there is none.
-std::string to_text(const ConnectionReport& r);
+// One line per connection, like `ss -tn`; says so when there is none. With `marks`, as above
+// (Sent/s, Recv/s, Refused/s).
+std::string to_text(const ConnectionReport& r, const WatchMarks* marks = nullptr);
 
 }  // namespace rdma_interop::backlog_stat
