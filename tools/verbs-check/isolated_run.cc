@@ -14,6 +14,7 @@
 #include "core/transport/verbs/cm_address.h"
 #include "core/util/json_text.h"
 #include "tools/verbs-check/child_wait.h"
+#include "tools/verbs-check/serve_run.h"
 
 namespace rdma_interop::verbs_check {
 namespace {
@@ -94,6 +95,10 @@ json run_isolated(const Config& config, const CheckInfo& check, std::uint16_t po
     return result;
   }
   if (pid == 0) {
+    // The runner and its server end as any process on a signal; only the main process
+    // stops in order (serve_run.h).
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
     ::setpgid(0, 0);
     ::close(pipefd[0]);
     const std::string text = json_text(runner(config, check, port)) + "\n";
@@ -105,15 +110,22 @@ json run_isolated(const Config& config, const CheckInfo& check, std::uint16_t po
   bool timed_out = false;
   const auto limit =
       config.timeout + std::chrono::duration_cast<std::chrono::milliseconds>(kRunnerMargin);
-  const std::string text = read_until(pipefd[0], start + limit, /*one_line=*/false, timed_out);
+  const std::string text =
+      read_until(pipefd[0], start + limit, /*one_line=*/false, timed_out, &g_stop_signal);
   ::close(pipefd[0]);
   if (timed_out) {
     ::kill(-pid, SIGKILL);  // the runner and its server: our own process group
     ::waitpid(pid, nullptr, 0);
-    result["detail"] =
-        "the check did not finish within " +
-        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
-        " s; its processes were killed";
+    if (g_stop_signal != 0) {
+      result["stopped"] = true;
+      result["detail"] = "stopped by signal " + std::to_string(g_stop_signal) +
+                         " before the check finished; its processes were killed";
+    } else {
+      result["detail"] =
+          "the check did not finish within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
+          " s; its processes were killed";
+    }
   } else {
     const std::string how = reap(pid, 5000ms);
     json line = json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -5,7 +5,8 @@
 // libibverbs itself: a process that forks after opening verbs contexts hands the child
 // contexts it cannot use. The runner plays the client, reaps the server (or kills it, for
 // dead-peer-read) and writes the check's JSON line to a pipe; the main process bounds the
-// whole run and kills the runner's process group if it overruns.
+// whole run and kills the runner's process group if it overruns, or at once on a stop request
+// (SIGINT, SIGTERM: g_stop_signal, serve_run.h).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@
 
 namespace rdma_interop::verbs_check {
 
-// The check's result line: {"check","ok","result","expected","got","detail",...}.
+// The check's result line: {"check","ok","result","expected","got","detail",...}. Stopped
+// by a signal, it is an error whose detail says so, and "stopped" is true.
 nlohmann::ordered_json run_isolated(const Config& config, const CheckInfo& check,
                                     std::uint16_t port);
 
