@@ -106,7 +106,7 @@ if [[ $do_build -eq 1 ]]; then
   bash tools/install-deps.sh || exit 1
 
   step "build ($build, $jobs jobs)"
-  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j "$jobs" || exit 1
+  cmake -S . -B "$build" >/dev/null && cmake --build "$build" -j "$jobs" --target toolkit || exit 1
 
   step "install (rdma-probe on PATH, rdma_interop for /usr/bin/python3)"
   "${as_root[@]}" cmake --install "$build" >/dev/null || exit 1
