@@ -11,8 +11,8 @@ packages=(
   cmake g++ make pkg-config clang libclang-rt-14-dev
   # core dependencies
   libisal-dev libibverbs-dev librdmacm-dev
-  # personality files (JSON) and the CLIs
-  nlohmann-json3-dev libcli11-dev
+  # personality files (JSON) and the CLIs; man-db renders their man pages (cli tier)
+  nlohmann-json3-dev libcli11-dev man-db
   # tests, benchmarks (iperf3: the yardstick e2e_bench's raw TCP stream must match), fuzzing
   libgtest-dev libgmock-dev libbenchmark-dev iperf3
   # Python bindings and the pytest suites (Debian's, for /usr/bin/python3)
