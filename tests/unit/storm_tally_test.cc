@@ -1,12 +1,14 @@
 // rdma-storm's classification of failed connects and its tallies: the storm tier compares
 // these with the listener's counters, so a misfiled outcome would look like a lost request.
+#include "tools/rdma-storm/storm_tally.h"
+
 #include <gtest/gtest.h>
 
 #include <cerrno>
 #include <vector>
 
+#include "core/transport/connect_retry.h"
 #include "tools/rdma-storm/attempt_outcome.h"
-#include "tools/rdma-storm/storm_tally.h"
 
 namespace rdma_interop::storm {
 namespace {
@@ -50,18 +52,36 @@ TEST(StormOutcome, AnUnansweredSynIsTheNetworksNotTheServersExpiry) {
   syn.sys_errno = ETIMEDOUT;
   EXPECT_EQ(classify(syn).outcome, Outcome::kTcpTimeout);
   EXPECT_EQ(outcome_name(Outcome::kTcpTimeout), "tcp_timeout");
-  EXPECT_TRUE(retryable(classify(syn)));
+  EXPECT_TRUE(worth_retry(classify(syn)));
   EXPECT_TRUE(never_reached(classify(syn)));
   EXPECT_FALSE(never_reached({Outcome::kExpired, {}}));
   EXPECT_TRUE(never_reached({Outcome::kOther, "unreachable"}));
 }
 
-TEST(StormOutcome, OnlyABusyOrUnreachableListenerIsWorthARetry) {
-  EXPECT_TRUE(retryable({Outcome::kOverflowRejected, {}}));
-  EXPECT_TRUE(retryable({Outcome::kExpired, {}}));
-  EXPECT_TRUE(retryable({Outcome::kOther, "unreachable"}));
-  EXPECT_FALSE(retryable({Outcome::kAppRejected, {}}));
-  EXPECT_FALSE(retryable({Outcome::kOther, "malformed_frame"}));
+TEST(StormOutcome, ATryIsRetriedExactlyWhenTheProvidersOwnPolicyWould) {
+  // --retry-mode storm and --retry-mode provider must retry the same failures, or the two
+  // modes' reports could not be compared: both ask core/transport/connect_retry.h.
+  std::vector<transport::ConnectError> failures;
+  for (auto f : {cm::CmFailure::kBacklogFull, cm::CmFailure::kPeerRejected,
+                 cm::CmFailure::kReplyTimeout, cm::CmFailure::kConnectionReset,
+                 cm::CmFailure::kConnectionClosed, cm::CmFailure::kMalformedFrame}) {
+    failures.push_back(setup(f));
+  }
+  for (int e : {ECONNREFUSED, ECONNRESET, ETIMEDOUT, EHOSTUNREACH}) {
+    transport::ConnectError unreachable;
+    unreachable.kind = Kind::kUnreachable;
+    unreachable.sys_errno = e;
+    failures.push_back(unreachable);
+  }
+  transport::ConnectError timeout;
+  timeout.kind = Kind::kTimeout;
+  failures.push_back(timeout);
+  for (const auto& f : failures) {
+    EXPECT_EQ(worth_retry(classify(f)), transport::retryable(f)) << transport::to_string(f);
+  }
+  EXPECT_TRUE(worth_retry(classify(setup(cm::CmFailure::kBacklogFull))));
+  EXPECT_FALSE(worth_retry(classify(setup(cm::CmFailure::kPeerRejected))));
+  EXPECT_FALSE(worth_retry({Outcome::kConnected}));
 }
 
 TEST(StormTally, JainIndexIsOneWhenEvenAndOneOverNWhenOneTakesAll) {

@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "core/cm/cm_failure.h"
+#include "core/transport/connect_retry.h"
 
 namespace rdma_interop::storm {
 
@@ -19,7 +20,9 @@ std::string_view outcome_name(Outcome o) {
   return "other";
 }
 
-TryResult classify(const transport::ConnectError& error) {
+namespace {
+
+TryResult outcome_of(const transport::ConnectError& error) {
   using Kind = transport::ConnectError::Kind;
   switch (error.kind) {
     case Kind::kTimeout:
@@ -51,9 +54,16 @@ TryResult classify(const transport::ConnectError& error) {
   }
 }
 
-bool retryable(const TryResult& result) {
-  return result.outcome == Outcome::kOverflowRejected || result.outcome == Outcome::kExpired ||
-         never_reached(result);
+}  // namespace
+
+TryResult classify(const transport::ConnectError& error) {
+  TryResult result = outcome_of(error);
+  result.failure = error;
+  return result;
+}
+
+bool worth_retry(const TryResult& result) {
+  return result.failure && transport::retryable(*result.failure);
 }
 
 bool never_reached(const TryResult& result) {

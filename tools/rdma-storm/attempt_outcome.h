@@ -16,8 +16,10 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "core/transport/provider.h"
 
@@ -40,19 +42,26 @@ inline constexpr std::array<Outcome, kOutcomeCount> kAllOutcomes = {
 std::string_view outcome_name(Outcome o);  // "connected", "overflow_rejected", ...
 
 // What one try (one TCP connection and its MPA setup) came to, before retries are judged.
+// Whether a failed try is worth another is not the storm's to say: `failure` goes to
+// core/transport/connect_retry.h, the policy every provider's own retries follow, so the
+// storm's loop (--retry-mode storm) retries exactly what the provider's would.
 struct TryResult {
-  Outcome outcome = Outcome::kOther;  // never kGaveUp
-  std::string other_name;             // for kOther: "unreachable", "malformed_frame", ...
+  TryResult(Outcome o = Outcome::kOther, std::string other = {},
+            std::optional<transport::ConnectError> what_failed = std::nullopt)
+      : outcome(o), other_name(std::move(other)), failure(std::move(what_failed)) {}
+
+  Outcome outcome;                                 // never kGaveUp
+  std::string other_name;                          // for kOther: "unreachable", ...
+  std::optional<transport::ConnectError> failure;  // what failed; nullopt when connected
 };
 
-// Classifies a failed connect. A reply timeout, a reset or a close during setup all mean
-// the server never decided for us in time (drop policy, or an expired pending request).
+// Classifies a failed connect (and keeps it, for the retry policy). A reply timeout, a
+// reset or a close during setup all mean the server never decided for us in time (drop
+// policy, or an expired pending request).
 TryResult classify(const transport::ConnectError& error);
 
-// Whether a retry may help: the listener was full (overflow Reject, or no answer under the
-// drop policy), the TCP connect was refused/reset, or its SYN went unanswered. An
-// application's Reject is final.
-bool retryable(const TryResult& result);
+// Whether transport::retryable() says another try may help (false when connected).
+bool worth_retry(const TryResult& result);
 
 // Whether the try never reached the listener: refused, no route, no answer to the SYN.
 bool never_reached(const TryResult& result);

@@ -46,12 +46,12 @@ are tried again up to --retries times with full-jitter exponential backoff (--re
 --retry-backoff-max, as in rdma-probe connect): by the provider's own retry policy (what an
 application gets; --retry-mode provider, the default), or by rdma-storm's loop, one provider
 connect per try, so that every try's outcome is counted and the tries can be reconciled one
-for one with the listener's per-Request counters (--retry-mode storm).
+for one with the listener's per-Request counters (--retry-mode storm). Both retry the same
+failures with the same backoff: the one policy every provider follows.
 
 verbs://ADDR:PORT storms an rdma_cm listener (rdma-probe serve --listen verbs://...) through
 the verbs provider: each try is one rdma_connect, ADDR's RDMA device carries it, and
-?source=LOCAL picks the local address and device. The provider has no retry policy of its
-own, so retries over verbs need --retry-mode storm. A listener's overflow Reject carries the
+?source=LOCAL picks the local address and device. A listener's overflow Reject carries the
 backlog-full marker over verbs too (zero-padded in an IB/RoCE REJ), so overflow_rejected
 counts the same; the listener counts requests where tcp counts TCP connections
 (half_open_opened stays 0).
@@ -205,15 +205,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr,
                  "rdma-storm: error: --raw-tcp makes plain TCP connects: it needs a "
                  "tcp:// URI\n");
-    return tools::kExitUsage;
-  }
-  // The verbs provider has no retry policy (ConnectOptions::retries): its retries would
-  // silently not happen.
-  if (target->scheme == "verbs" && config.retries > 0 &&
-      config.retry_mode == storm::StormConfig::RetryMode::kProvider) {
-    std::fprintf(stderr,
-                 "rdma-storm: error: the verbs provider does not retry a connect "
-                 "itself: use --retry-mode storm with --retries over verbs://\n");
     return tools::kExitUsage;
   }
   config.target = *target;

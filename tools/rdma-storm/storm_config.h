@@ -18,8 +18,8 @@ struct StormConfig {
   std::uint64_t attempts = 1000;   // in total, split evenly across the client threads
   unsigned concurrency = 16;       // client threads, each one connect at a time
   double duration_limit_s = 120;   // no attempt starts after this; running ones finish
-  unsigned retries = 0;            // further tries of a retryable failure (attempt_outcome.h)
-  Millis retry_backoff{20};        // full jitter: uniform in [0, min(max, base * 2^try)]
+  unsigned retries = 0;            // further tries of a retryable failure (connect_retry.h)
+  Millis retry_backoff{20};        // full jitter, as connect_retry.h's retry_delay()
   Millis retry_backoff_max{1000};
   Millis hold{0};                  // how long each connection stays established
   Millis try_timeout{15000};       // one try: TCP connect + MPA setup

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "core/transport/connect_retry.h"
 #include "tools/rdma-storm/raw_tcp_try.h"
 
 namespace rdma_interop::storm {
@@ -39,9 +40,8 @@ std::optional<std::uint32_t> attempts_of(const Info& info) {
 
 // One provider connect (with the provider's retries in RetryMode::kProvider), held for
 // config.hold and disconnected. `tries` is how many TCP connections it took, when known.
-TryResult provider_connect(transport::Provider& provider, const StormConfig& config,
-                           unsigned retries, std::uint64_t seed,
-                           std::optional<std::uint32_t>& tries) {
+transport::ConnectOptions connect_options(const StormConfig& config, unsigned retries,
+                                          std::uint64_t seed) {
   transport::ConnectOptions options;
   options.policy = config.personality.mpa;
   options.private_data = config.personality.private_data;
@@ -50,6 +50,13 @@ TryResult provider_connect(transport::Provider& provider, const StormConfig& con
   options.retry_backoff = config.retry_backoff;
   options.retry_backoff_max = config.retry_backoff_max;
   options.retry_seed = seed;
+  return options;
+}
+
+TryResult provider_connect(transport::Provider& provider, const StormConfig& config,
+                           unsigned retries, std::uint64_t seed,
+                           std::optional<std::uint32_t>& tries) {
+  const auto options = connect_options(config, retries, seed);
   auto connected = provider.connect(config.target, options);
   if (!connected) {
     tries = std::max<std::uint32_t>(connected.error().attempts, 1);
@@ -61,7 +68,7 @@ TryResult provider_connect(transport::Provider& provider, const StormConfig& con
   if (connection.state() == transport::ConnectionState::kConnected) {
     connection.disconnect(Millis(200));
   }
-  return {Outcome::kConnected, {}};
+  return {Outcome::kConnected};
 }
 
 class ClientThread {
@@ -75,6 +82,7 @@ class ClientThread {
         stop_at_(stop_at),
         stop_(stop),
         progress_(progress),
+        backoff_(connect_options(config, config.retries, 0)),
         rng_(config.seed + index) {
     tally_.threads.resize(1);
   }
@@ -119,18 +127,8 @@ class ClientThread {
     last = provider_connect(*provider_, config_, config_.retries, rng_(), tries);
     if (!tries) tally_.tries_exact = false;
     count_tries(last, tries.value_or(1));
-    if (last.outcome == Outcome::kConnected || !retryable(last)) return last.outcome;
+    if (!worth_retry(last)) return last.outcome;
     return tries.value_or(1) > config_.retries ? Outcome::kGaveUp : last.outcome;
-  }
-
-  // Full jitter (the AWS architecture blog's "Exponential Backoff and Jitter"): spreads
-  // the retries of a storm that was rejected all at once instead of re-synchronising them.
-  Millis backoff(unsigned try_index) {
-    const auto cap = std::min<std::int64_t>(
-        config_.retry_backoff_max.count(),
-        config_.retry_backoff.count() << std::min(try_index, 20u));
-    std::uniform_int_distribution<std::int64_t> pick(0, std::max<std::int64_t>(cap, 0));
-    return Millis(pick(rng_));
   }
 
   void attempt() {
@@ -141,7 +139,7 @@ class ClientThread {
                                   config_.retry_mode == StormConfig::RetryMode::kProvider;
     for (unsigned t = 0; !provider_retries; ++t) {
       last = one_try();
-      if (last.outcome == Outcome::kConnected || !retryable(last)) {
+      if (!worth_retry(last)) {
         outcome = last.outcome;
         break;
       }
@@ -149,7 +147,8 @@ class ClientThread {
         outcome = config_.retries > 0 ? Outcome::kGaveUp : last.outcome;
         break;
       }
-      std::this_thread::sleep_for(backoff(t));
+      // The providers' own backoff (connect_retry.h), drawn from this thread's generator.
+      std::this_thread::sleep_for(transport::retry_delay(backoff_, t + 1, rng_));
     }
     if (provider_retries) outcome = provider_attempt(last);
     const double ms = ms_since(start);
@@ -177,6 +176,7 @@ class ClientThread {
   const Clock::time_point stop_at_;
   const std::atomic<bool>* stop_;
   Progress& progress_;
+  const transport::ConnectOptions backoff_;  // retry_backoff and its cap, for retry_delay()
   std::mt19937_64 rng_;
   Tally tally_;
 };
