@@ -269,7 +269,7 @@ void MpaHandshake::reject(std::vector<std::uint8_t> private_data, TimePoint now)
 }
 
 void MpaHandshake::on_reply(const wire::MpaFrame& reply, TimePoint now) {
-  InitiatorVerdict verdict = settle_reply(policy_, *sent_frame_, reply);
+  InitiatorVerdict verdict = judge_reply(policy_, *sent_frame_, reply);
   if (verdict.failure) {
     const bool framing_started = !reply.reject && reply.kind == wire::MpaFrameKind::kReply;
     if (verdict.terminate && framing_started) {

@@ -238,7 +238,7 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
     // (RFC 5044 s7.1), carrying the IRD and ORD it really has (not lowered: strict) so the
     // initiator can see why, as iw_cxgb4 does (c4iw_accept_cr, send_mpa_reject). It does not
     // accept and then Terminate: MPA code 0x06 is the answer of a side that learns of the
-    // mismatch only from a Reply, the initiator (settle_reply below).
+    // mismatch only from a Reply, the initiator (judge_reply below).
     if (policy.strict_ird_ord && !no_ird_ord && (req.ord > policy.ird || policy.ord > req.ird)) {
       std::string detail;
       if (req.ord > policy.ird) {
@@ -269,8 +269,8 @@ ResponderAnswer answer_request(const MpaPolicy& policy, const wire::MpaFrame& re
   return a;
 }
 
-InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& request,
-                              const wire::MpaFrame& reply) {
+InitiatorVerdict judge_reply(const MpaPolicy& policy, const wire::MpaFrame& request,
+                             const wire::MpaFrame& reply) {
   InitiatorVerdict v;
   auto fail = [&](CmFailure f, std::string detail,
                   std::optional<wire::TerminateCause> terminate = std::nullopt) {

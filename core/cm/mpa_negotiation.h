@@ -67,7 +67,7 @@ struct InitiatorVerdict {
   bool retry_revision1 = false;
   std::string detail;
 };
-InitiatorVerdict settle_reply(const MpaPolicy& policy, const wire::MpaFrame& request,
-                              const wire::MpaFrame& reply);
+InitiatorVerdict judge_reply(const MpaPolicy& policy, const wire::MpaFrame& request,
+                             const wire::MpaFrame& reply);
 
 }  // namespace rdma_interop::cm

@@ -269,7 +269,7 @@ void PeerChannel::delivered(std::uint32_t index, TimePoint) {
 }
 
 void PeerChannel::flush(TimePoint now) {
-  pump(now);
+  post_queued(now);
 }
 
 // ---- completions ---------------------------------------------------------------------
@@ -530,7 +530,7 @@ bool PeerChannel::post_update() {
 
 // Queued messages go as far as credits allow (replies first: they may use the reserve and
 // each one frees a buffer), then owed grants that found no message to ride on.
-void PeerChannel::pump(TimePoint) {
+void PeerChannel::post_queued(TimePoint) {
   if (!open()) return;
   while (!replies_.empty()) {
     const QueuedReply& r = replies_.front();

@@ -257,7 +257,7 @@ class PeerChannel {
   bool try_post(std::span<const std::uint8_t> payload, std::optional<std::uint32_t> reply_to,
                 bool new_message);
   bool post_update();
-  void pump(TimePoint now);
+  void post_queued(TimePoint now);
   void end(ChannelState state, std::string detail, bool event);
   void terminate_for(CreditError e);
   void complete_send(std::uint32_t index, rdmap::WcStatus status);

@@ -17,18 +17,12 @@ namespace rdma_interop::messaging {
 namespace {
 
 using credit::ChannelState;
+using transport::connect_error;
 using transport::ConnectError;
 using transport::Millis;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kPollBatch = 64;
-
-ConnectError error_of(ConnectError::Kind kind, std::string detail) {
-  ConnectError e;
-  e.kind = kind;
-  e.detail = std::move(detail);
-  return e;
-}
 
 credit::ChannelConfig channel_config(const EndpointConfig& c) {
   credit::ChannelConfig cc;
@@ -296,17 +290,17 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
     const PeerPrivateData& peer_private_data) {
   if (!config_error.empty()) {
     return unexpected(
-        error_of(ConnectError::Kind::kInvalidArgument, "endpoint config: " + config_error));
+        connect_error(ConnectError::Kind::kInvalidArgument, "endpoint config: " + config_error));
   }
   std::shared_ptr<PeerLink> peer;
   {
     std::lock_guard lock(peers_mu);
     if (stopping) {
       return unexpected(
-          error_of(ConnectError::Kind::kInvalidArgument, "the message endpoint is closed"));
+          connect_error(ConnectError::Kind::kInvalidArgument, "the message endpoint is closed"));
     }
     if (peers.size() >= config.max_peers) {
-      return unexpected(error_of(
+      return unexpected(connect_error(
           ConnectError::Kind::kInvalidArgument,
           "endpoint already has max_peers (" + std::to_string(config.max_peers) + ") peers"));
     }
@@ -341,8 +335,8 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
       // close() ran while this peer was being set up and forgot it: its connection ends here,
       // before its buffers (peer) go.
       conn->reset();
-      return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
-                                 "the message endpoint was closed during setup"));
+      return unexpected(connect_error(ConnectError::Kind::kInvalidArgument,
+                                      "the message endpoint was closed during setup"));
     }
   }
   auto theirs = credit::decode_credit_params(peer_private_data(**conn));
@@ -370,7 +364,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::State::add_peer(
   }
   if (!refusal.empty()) {
     drop(peer, Millis(1000));
-    return unexpected(error_of(ConnectError::Kind::kSetup, refusal));
+    return unexpected(connect_error(ConnectError::Kind::kSetup, refusal));
   }
   return peer->id;
 }
@@ -482,7 +476,7 @@ Expected<PeerId, ConnectError> MessageEndpoint::accept(transport::PendingConnect
     const std::string why =
         "rdma-interop: no credit parameters: " + std::string(credit::describe(theirs.error()));
     pending.reject(std::vector<std::uint8_t>(why.begin(), why.end()));
-    return unexpected(error_of(
+    return unexpected(connect_error(
         ConnectError::Kind::kSetup,
         "peer did not offer credit parameters: " + std::string(credit::describe(theirs.error()))));
   }

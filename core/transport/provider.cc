@@ -17,6 +17,28 @@ std::string_view kind_name(ConnectError::Kind kind) {
   return "unknown";
 }
 
+ConnectError connect_error(ConnectError::Kind kind, std::string detail,
+                           std::optional<cm::CmFailure> failure) {
+  ConnectError e;
+  e.kind = kind;
+  e.failure = failure;
+  e.detail = std::move(detail);
+  return e;
+}
+
+ConnectError setup_failure(cm::CmFailure failure, std::string detail) {
+  return connect_error(ConnectError::Kind::kSetup, std::move(detail), failure);
+}
+
+std::optional<ConnectError> policy_error(const cm::MpaPolicy& policy) {
+  const auto problems = cm::validate(policy);
+  if (problems.empty()) return std::nullopt;
+  std::string detail = "unusable MPA policy:";
+  for (const auto& p : problems) detail += " " + p + ";";
+  detail.pop_back();
+  return connect_error(ConnectError::Kind::kInvalidArgument, std::move(detail));
+}
+
 std::string to_string(const ConnectError& e) {
   std::string s(kind_name(e.kind));
   if (e.failure) s += " (" + std::string(cm::failure_name(*e.failure)) + ")";

@@ -34,7 +34,7 @@
 //   Once destroy (the Connection's destructor) returns, no thread touches it.
 // - Locks, outermost first: an MPA session's (tcp: a connection in setup), a listener's, a
 //   connection's lock (it guards the protocol engines and the socket; tcp lets go of it
-//   around a write syscall, one writer at a time: connection_core.h), then the event
+//   around a write syscall, one writer at a time: tcp_connection_state.h), then the event
 //   loop's and the completion queue's (leaves: no call out while held). No waiter is woken
 //   while a connection's lock is held: completions are announced once it is released. No
 //   provider lock is held across a callback into the application. A consumer of a shared
@@ -87,6 +87,14 @@ struct ConnectError {
   // EACCES, EADDRNOTAVAIL), 0 when the listen was refused for its arguments.
   int sys_errno = 0;
 };
+// The builders every provider's errors come from: a ConnectError of `kind` with its sentence
+// (and the CM failure behind it, where there is one), and a failed MPA setup.
+ConnectError connect_error(ConnectError::Kind kind, std::string detail,
+                           std::optional<cm::CmFailure> failure = std::nullopt);
+ConnectError setup_failure(cm::CmFailure failure, std::string detail);
+// The invalid-argument error for a policy cm::validate() refuses (its problems, in one
+// sentence), or nullopt for a usable one: what listen() and connect() check first.
+std::optional<ConnectError> policy_error(const cm::MpaPolicy& policy);
 std::string to_string(const ConnectError& e);
 // Stable id of a kind, for JSON reports: "setup", "unreachable", "address_in_use",
 // "invalid_argument", "timeout".

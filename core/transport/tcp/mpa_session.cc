@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <array>
 
-#include "core/transport/tcp/connection_core.h"
+#include "core/transport/tcp/tcp_connection_state.h"
 
 namespace rdma_interop::transport::tcp {
 namespace {
@@ -14,14 +14,6 @@ namespace {
 // An honest peer sends one MPA frame (at most 20 + 512 octets) and maybe an RTR before
 // setup completes; the data that may follow an RTR is read by the data path, not here.
 constexpr std::size_t kMaxSetupOctets = 256 * 1024;
-
-ConnectError setup_error(cm::CmFailure failure, std::string detail) {
-  ConnectError e;
-  e.kind = ConnectError::Kind::kSetup;
-  e.failure = failure;
-  e.detail = std::move(detail);
-  return e;
-}
 
 }  // namespace
 
@@ -39,8 +31,8 @@ MpaSession::MpaSession(runtime::EventLoop& loop, SetupSocket socket, cm::MpaHand
 MpaSession::~MpaSession() {
   // Only reached unfinished when the provider shuts down with the session still on it.
   if (!finished_) {
-    outcome_.set(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionClosed,
-                                                  "the provider shut down during MPA setup")});
+    outcome_.set(SetupResult{nullptr, setup_failure(cm::CmFailure::kConnectionClosed,
+                                                    "the provider shut down during MPA setup")});
   }
 }
 
@@ -55,14 +47,14 @@ void MpaSession::start() {
   }
   token_ = *token;
   watching_ = true;
-  drive();
+  drive_handshake();
 }
 
 std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
   const auto self = shared_from_this();
   std::unique_lock lock(mu_);
   on_caller_ = true;
-  drive();
+  drive_handshake();
   while (!finished_) {
     auto wake = until;
     if (const auto deadline = hs_.next_deadline()) wake = std::min(wake, *deadline);
@@ -85,7 +77,7 @@ std::optional<SetupResult> MpaSession::run(runtime::Clock::time_point until) {
         return std::nullopt;
       }
       hs_.on_timer(now);
-      drive();
+      drive_handshake();
       continue;
     }
     std::uint32_t events = 0;
@@ -111,7 +103,7 @@ void MpaSession::accept(std::vector<std::uint8_t> private_data, QpCaps caps) {
   if (finished_) return;
   caps_ = std::move(caps);
   hs_.accept(std::move(private_data), runtime::Clock::now());
-  drive();
+  drive_handshake();
 }
 
 void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why) {
@@ -119,7 +111,7 @@ void MpaSession::reject(std::vector<std::uint8_t> private_data, std::string why)
   if (finished_) return;
   reject_reason_ = std::move(why);
   hs_.reject(std::move(private_data), runtime::Clock::now());
-  drive();
+  drive_handshake();
 }
 
 void MpaSession::abort(const std::string& why) {
@@ -128,7 +120,7 @@ void MpaSession::abort(const std::string& why) {
   stop_io();
   runtime::close_abortive(fd_);
   finished_ = true;
-  outcome_.set(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionClosed, why)});
+  outcome_.set(SetupResult{nullptr, setup_failure(cm::CmFailure::kConnectionClosed, why)});
 }
 
 void MpaSession::on_io(std::uint32_t events) {
@@ -152,7 +144,7 @@ void MpaSession::on_io(std::uint32_t events) {
 void MpaSession::handle_io(std::uint32_t events) {
   if ((events & EPOLLOUT) != 0) write_output();
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) == 0) {
-    drive();
+    drive_handshake();
     return;
   }
   std::array<std::uint8_t, 16384> buffer;
@@ -163,7 +155,7 @@ void MpaSession::handle_io(std::uint32_t events) {
     if (r.would_block) break;
     if (r.eof || r.error != 0) {
       hs_.on_peer_closed(r.error != 0, runtime::Clock::now());
-      drive();
+      drive_handshake();
       break;
     }
     octets_in_ += r.bytes;
@@ -174,14 +166,14 @@ void MpaSession::handle_io(std::uint32_t events) {
       return;
     }
     hs_.on_bytes(std::span(buffer).first(r.bytes), runtime::Clock::now());
-    drive();
+    drive_handshake();
   }
   // A write above may have found the peer gone (the handshake then finished without a read):
   // its event is still to be handled.
-  if (!finished_) drive();
+  if (!finished_) drive_handshake();
 }
 
-void MpaSession::drive() {
+void MpaSession::drive_handshake() {
   const auto self = shared_from_this();
   write_output();
   while (!finished_) {
@@ -232,16 +224,17 @@ void MpaSession::establish() {
   const std::optional<runtime::EventLoop::Token> token =
       watching_ ? std::optional(token_) : std::nullopt;
   watching_ = false;
-  auto core = std::make_shared<ConnectionCore>(loop_, std::move(fd_), std::move(info),
-                                               std::move(handover), caps_.value_or(QpCaps{}),
-                                               std::move(unsent_));
-  if (const int err = core->start(token); err != 0) {
+  auto state = std::make_shared<TcpConnectionState>(loop_, std::move(fd_), std::move(info),
+                                                    std::move(handover), caps_.value_or(QpCaps{}),
+                                                    std::move(unsent_));
+  if (const int err = state->start(token); err != 0) {
     // The socket was reset: an error the application can act on, not a dead connection.
-    finish(SetupResult{nullptr, setup_error(cm::CmFailure::kConnectionReset,
-                                            "cannot watch the socket: " + runtime::errno_text(err))});
+    finish(SetupResult{nullptr,
+                       setup_failure(cm::CmFailure::kConnectionReset,
+                                     "cannot watch the socket: " + runtime::errno_text(err))});
     return;
   }
-  finish(SetupResult{std::move(core), std::nullopt});
+  finish(SetupResult{std::move(state), std::nullopt});
 }
 
 void MpaSession::fail(cm::CmEvent event) {
@@ -249,7 +242,7 @@ void MpaSession::fail(cm::CmEvent event) {
   if (event.failure == cm::CmFailure::kLocalRejected && !reject_reason_.empty()) {
     event.detail = reject_reason_;
   }
-  ConnectError e = setup_error(event.failure, std::move(event.detail));
+  ConnectError e = setup_failure(event.failure, std::move(event.detail));
   e.peer_frame = std::move(event.peer_frame);
   e.terminate = event.terminate;
   stop_io();
@@ -264,7 +257,7 @@ void MpaSession::fail(cm::CmEvent event) {
 void MpaSession::reset(cm::CmFailure failure, std::string why) {
   stop_io();
   runtime::close_abortive(fd_);
-  finish(SetupResult{nullptr, setup_error(failure, std::move(why))});
+  finish(SetupResult{nullptr, setup_failure(failure, std::move(why))});
 }
 
 void MpaSession::finish(SetupResult result) {
@@ -308,7 +301,7 @@ void MpaSession::rearm_timer() {
     self->timer_.reset();
     if (self->finished_) return;
     self->hs_.on_timer(runtime::Clock::now());
-    self->drive();
+    self->drive_handshake();
   });
 }
 

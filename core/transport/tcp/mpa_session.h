@@ -2,7 +2,7 @@
 //
 // The session feeds the socket's octets, the time and peer closes into cm::MpaHandshake,
 // writes what it produces, and honours its close requests (abortive = RST). It ends in
-// exactly one SetupResult: an established ConnectionCore (the socket and the handshake's
+// exactly one SetupResult: an established TcpConnectionState (the socket and the handshake's
 // handover move into it), a ConnectError, or, for an initiator, "retry in revision 1".
 // A session runs on one thread at a time. An initiator's runs on the thread that calls
 // run() and never touches the event loop until its connection is established. A responder's
@@ -29,10 +29,10 @@
 
 namespace rdma_interop::transport::tcp {
 
-class ConnectionCore;
+class TcpConnectionState;
 
 struct SetupResult {
-  std::shared_ptr<ConnectionCore> connection;  // established
+  std::shared_ptr<TcpConnectionState> connection;  // established
   std::optional<ConnectError> error;           // failed
   bool retry_revision1 = false;                // initiator: reconnect in revision 1
 };
@@ -91,7 +91,7 @@ class MpaSession : public runtime::IoHandler, public std::enable_shared_from_thi
 
  private:
   void handle_io(std::uint32_t events);  // on_io's work, for whichever thread drives
-  void drive();
+  void drive_handshake();
   void handle(cm::CmEvent event);
   void establish();
   void fail(cm::CmEvent event);

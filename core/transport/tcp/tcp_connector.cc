@@ -9,16 +9,14 @@
 #include <thread>
 
 #include "core/transport/connect_retry.h"
-#include "core/transport/tcp/connection_core.h"
+#include "core/transport/tcp/tcp_connection_state.h"
 
 namespace rdma_interop::transport::tcp {
 
 namespace {
 
 SetupResult failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 0) {
-  ConnectError e;
-  e.kind = kind;
-  e.detail = std::move(detail);
+  ConnectError e = connect_error(kind, std::move(detail));
   e.sys_errno = tcp_errno;
   if (kind == ConnectError::Kind::kSetup) e.failure = cm::CmFailure::kConnectionReset;
   return SetupResult{nullptr, std::move(e), false};

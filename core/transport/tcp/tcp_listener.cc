@@ -6,21 +6,10 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "core/transport/tcp/connection_core.h"
+#include "core/transport/tcp/tcp_connection.h"
+#include "core/transport/tcp/tcp_connection_state.h"
 
 namespace rdma_interop::transport::tcp {
-namespace {
-
-ConnectError listener_error(cm::CmFailure failure, std::string detail) {
-  ConnectError e;
-  e.kind = ConnectError::Kind::kSetup;
-  e.failure = failure;
-  e.detail = std::move(detail);
-  return e;
-}
-
-}  // namespace
-
 cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOptions& options) {
   cm::BacklogConfig c;
   c.backlog = static_cast<std::uint32_t>(std::max(options.backlog, 1));
@@ -32,8 +21,8 @@ cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOption
   return c;
 }
 
-ListenerCore::ListenerCore(runtime::EventLoop& loop, runtime::Fd listening,
-                           const cm::MpaPolicy& policy, const ListenOptions& options)
+TcpListenerState::TcpListenerState(runtime::EventLoop& loop, runtime::Fd listening,
+                                   const cm::MpaPolicy& policy, const ListenOptions& options)
     : loop_(loop),
       listening_(std::move(listening)),
       policy_(policy),
@@ -41,7 +30,7 @@ ListenerCore::ListenerCore(runtime::EventLoop& loop, runtime::Fd listening,
       bound_to_one_address_(local_address_ != "?" && !local_address_.starts_with("0.0.0.0:")),
       backlog_(backlog_config(policy, options)) {}
 
-int ListenerCore::start() {
+int TcpListenerState::start() {
   interest_ = EPOLLIN;
   const auto token = loop_.watch(listening_.get(), interest_, shared_from_this());
   if (!token) return token.error();
@@ -50,7 +39,7 @@ int ListenerCore::start() {
   return 0;
 }
 
-void ListenerCore::on_io(std::uint32_t) {
+void TcpListenerState::on_io(std::uint32_t) {
   // A bounded batch per wakeup; level-triggered epoll brings us back for the rest. (One per
   // wakeup would save the accept4 that says EAGAIN, but would also pause the drop policy
   // after every connection rather than after a batch, which changes which Requests wait
@@ -79,7 +68,7 @@ void ListenerCore::on_io(std::uint32_t) {
     }
     const runtime::TimePoint now = runtime::Clock::now();
     const cm::BacklogConnId id = next_id_++;
-    std::weak_ptr<ListenerCore> weak = shared_from_this();
+    std::weak_ptr<TcpListenerState> weak = shared_from_this();
     MpaSession::Hooks hooks;
     hooks.on_request = [weak](const std::shared_ptr<MpaSession>& s) {
       if (auto self = weak.lock()) {
@@ -111,7 +100,7 @@ void ListenerCore::on_io(std::uint32_t) {
   wake_acceptors(delivered);
 }
 
-void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
+void TcpListenerState::on_request(const std::shared_ptr<MpaSession>& session) {
   std::vector<Deferred> work;
   {
     std::lock_guard lock(mu_);
@@ -127,8 +116,8 @@ void ListenerCore::on_request(const std::shared_ptr<MpaSession>& session) {
   wake_acceptors(work);
 }
 
-void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
-                               const SetupResult& result) {
+void TcpListenerState::on_finished(const std::shared_ptr<MpaSession>& session,
+                                   const SetupResult& result) {
   std::vector<Deferred> work;
   {
     std::lock_guard lock(mu_);
@@ -158,7 +147,7 @@ void ListenerCore::on_finished(const std::shared_ptr<MpaSession>& session,
   wake_acceptors(work);
 }
 
-bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
+bool TcpListenerState::decide(cm::BacklogConnId id, bool accept) {
   std::vector<Deferred> work;
   bool held = false;
   bool reschedule = false;
@@ -193,7 +182,7 @@ bool ListenerCore::decide(cm::BacklogConnId id, bool accept) {
   return held;
 }
 
-std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
+std::vector<TcpListenerState::Deferred> TcpListenerState::settle_locked(
     const std::vector<cm::BacklogAction>& actions) {
   // Events first: their peer addresses come from sessions the actions below may forget.
   for (const auto& e : backlog_.take_events()) {
@@ -216,37 +205,37 @@ std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
     std::erase_if(ready_, [&](const Handout& h) { return h.id == a.id; });
     switch (a.type) {
       case cm::BacklogActionType::kRejectOverflow:
-        record_failure(session, listener_error(cm::CmFailure::kBacklogFull,
-                                               "over the backlog: rejected with the overflow "
-                                               "marker"));
+        record_failure(session, setup_failure(cm::CmFailure::kBacklogFull,
+                                              "over the backlog: rejected with the overflow "
+                                              "marker"));
         break;
       case cm::BacklogActionType::kClose:
         switch (a.reason) {
           case cm::BacklogCloseReason::kOverflowDropped:
-            record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
-                                                   "over the backlog (drop policy) for longer "
-                                                   "than the overflow timeout: closed"));
+            record_failure(session, setup_failure(cm::CmFailure::kConnectionClosed,
+                                                  "over the backlog (drop policy) for longer "
+                                                  "than the overflow timeout: closed"));
             break;
           case cm::BacklogCloseReason::kHalfOpenExpired:
             record_failure(
                 session,
-                listener_error(cm::CmFailure::kRequestTimeout,
-                               "no complete MPA Request within " +
-                                   std::to_string(policy_.request_timeout.count()) + " ms"));
+                setup_failure(cm::CmFailure::kRequestTimeout,
+                              "no complete MPA Request within " +
+                                  std::to_string(policy_.request_timeout.count()) + " ms"));
             break;
           case cm::BacklogCloseReason::kHalfOpenEvicted:
           case cm::BacklogCloseReason::kNone:
-            record_failure(session, listener_error(cm::CmFailure::kConnectionClosed,
-                                                   "evicted: the half-open queue was full and "
-                                                   "this was its oldest connection"));
+            record_failure(session, setup_failure(cm::CmFailure::kConnectionClosed,
+                                                  "evicted: the half-open queue was full and "
+                                                  "this was its oldest connection"));
             break;
         }
         break;
       case cm::BacklogActionType::kRejectExpired:
         if (!it->second.handed_out) {
-          record_failure(session, listener_error(cm::CmFailure::kLocalRejected,
-                                                 "the application did not decide within the "
-                                                 "decision timeout"));
+          record_failure(session, setup_failure(cm::CmFailure::kLocalRejected,
+                                                "the application did not decide within the "
+                                                "decision timeout"));
         }
         break;
       case cm::BacklogActionType::kDeliver:
@@ -259,7 +248,7 @@ std::vector<ListenerCore::Deferred> ListenerCore::settle_locked(
   return work;
 }
 
-void ListenerCore::run_deferred(const std::vector<Deferred>& work) {
+void TcpListenerState::run_deferred(const std::vector<Deferred>& work) {
   for (const auto& w : work) {
     switch (w.action) {
       case cm::BacklogActionType::kRejectOverflow:
@@ -278,14 +267,14 @@ void ListenerCore::run_deferred(const std::vector<Deferred>& work) {
   }
 }
 
-void ListenerCore::wake_acceptors(const std::vector<Deferred>& work) {
+void TcpListenerState::wake_acceptors(const std::vector<Deferred>& work) {
   // Last, after every use of mu_: a woken next_request() then finds the lock free.
   for (const auto& w : work) {
     if (w.action == cm::BacklogActionType::kDeliver) cv_.notify_one();
   }
 }
 
-void ListenerCore::after_engine() {
+void TcpListenerState::after_engine() {
   std::optional<runtime::TimePoint> deadline;
   bool pause = out_of_descriptors_;
   {
@@ -314,7 +303,7 @@ void ListenerCore::after_engine() {
   });
 }
 
-void ListenerCore::on_timer() {
+void TcpListenerState::on_timer() {
   timer_.reset();
   std::vector<Deferred> work;
   {
@@ -326,14 +315,15 @@ void ListenerCore::on_timer() {
   wake_acceptors(work);
 }
 
-void ListenerCore::record_failure(const std::shared_ptr<MpaSession>& session, ConnectError error) {
+void TcpListenerState::record_failure(const std::shared_ptr<MpaSession>& session,
+                                      ConnectError error) {
   if (failures_.size() == Listener::kMaxSetupFailures) failures_.pop_front();
   const double elapsed =
       std::chrono::duration<double, std::milli>(runtime::Clock::now() - session->started()).count();
   failures_.push_back({session->peer_address(), std::move(error), elapsed});
 }
 
-std::vector<Listener::SetupFailure> ListenerCore::take_setup_failures() {
+std::vector<Listener::SetupFailure> TcpListenerState::take_setup_failures() {
   std::lock_guard lock(mu_);
   std::vector<Listener::SetupFailure> out(std::make_move_iterator(failures_.begin()),
                                           std::make_move_iterator(failures_.end()));
@@ -341,7 +331,7 @@ std::vector<Listener::SetupFailure> ListenerCore::take_setup_failures() {
   return out;
 }
 
-std::vector<Listener::BacklogEvent> ListenerCore::take_backlog_events() {
+std::vector<Listener::BacklogEvent> TcpListenerState::take_backlog_events() {
   std::lock_guard lock(mu_);
   std::vector<Listener::BacklogEvent> out(std::make_move_iterator(events_.begin()),
                                           std::make_move_iterator(events_.end()));
@@ -349,7 +339,7 @@ std::vector<Listener::BacklogEvent> ListenerCore::take_backlog_events() {
   return out;
 }
 
-std::optional<ListenerCore::Handout> ListenerCore::next_request(Millis timeout) {
+std::optional<TcpListenerState::Handout> TcpListenerState::next_request(Millis timeout) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return !ready_.empty() || closed_; });
   if (ready_.empty() || closed_) return std::nullopt;
@@ -359,12 +349,12 @@ std::optional<ListenerCore::Handout> ListenerCore::next_request(Millis timeout) 
   return h;
 }
 
-cm::BacklogCounters ListenerCore::counters() const {
+cm::BacklogCounters TcpListenerState::counters() const {
   std::lock_guard lock(mu_);
   return backlog_.counters();
 }
 
-void ListenerCore::close() {
+void TcpListenerState::close() {
   loop_.run([this] {
     std::vector<std::shared_ptr<MpaSession>> doomed;
     {
@@ -400,9 +390,9 @@ void ListenerCore::close() {
 }
 
 std::unique_ptr<PendingConnection> TcpListener::next_request(Millis timeout) {
-  auto handout = core_->next_request(timeout);
+  auto handout = state_->next_request(timeout);
   if (!handout) return nullptr;
-  return std::make_unique<TcpPendingConnection>(loop_, core_, std::move(*handout));
+  return std::make_unique<TcpPendingConnection>(loop_, state_, std::move(*handout));
 }
 
 TcpPendingConnection::~TcpPendingConnection() {
@@ -420,7 +410,7 @@ bool TcpPendingConnection::claim() {
 bool TcpPendingConnection::decide(bool accept) {
   // Too late (expired, or the peer left): the session already has its outcome. A listener
   // already gone leaves the Request to the application.
-  if (auto core = core_.lock(); core && !core->decide(id_, accept)) return false;
+  if (auto state = state_.lock(); state && !state->decide(id_, accept)) return false;
   return session_->take_over();
 }
 

@@ -33,10 +33,11 @@ namespace rdma_interop::transport::tcp {
 // timeout as the half-open expiry.
 cm::BacklogConfig backlog_config(const cm::MpaPolicy& policy, const ListenOptions& options);
 
-class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_this<ListenerCore> {
+class TcpListenerState : public runtime::IoHandler,
+                         public std::enable_shared_from_this<TcpListenerState> {
  public:
-  ListenerCore(runtime::EventLoop& loop, runtime::Fd listening, const cm::MpaPolicy& policy,
-               const ListenOptions& options);
+  TcpListenerState(runtime::EventLoop& loop, runtime::Fd listening, const cm::MpaPolicy& policy,
+                   const ListenOptions& options);
 
   int start();  // 0, or the errno of watching the socket
   // Application side, any thread.
@@ -110,20 +111,20 @@ class ListenerCore : public runtime::IoHandler, public std::enable_shared_from_t
 
 class TcpListener final : public Listener {
  public:
-  TcpListener(std::shared_ptr<runtime::EventLoop> loop, std::shared_ptr<ListenerCore> core)
-      : loop_(std::move(loop)), core_(std::move(core)) {}
-  ~TcpListener() override { core_->close(); }
+  TcpListener(std::shared_ptr<runtime::EventLoop> loop, std::shared_ptr<TcpListenerState> state)
+      : loop_(std::move(loop)), state_(std::move(state)) {}
+  ~TcpListener() override { state_->close(); }
 
-  std::string local_address() const override { return core_->local_address(); }
+  std::string local_address() const override { return state_->local_address(); }
   std::unique_ptr<PendingConnection> next_request(Millis timeout) override;
-  Counters counters() const override { return core_->counters(); }
-  std::vector<BacklogEvent> take_backlog_events() override { return core_->take_backlog_events(); }
-  std::vector<SetupFailure> take_setup_failures() override { return core_->take_setup_failures(); }
-  void close() override { core_->close(); }
+  Counters counters() const override { return state_->counters(); }
+  std::vector<BacklogEvent> take_backlog_events() override { return state_->take_backlog_events(); }
+  std::vector<SetupFailure> take_setup_failures() override { return state_->take_setup_failures(); }
+  void close() override { state_->close(); }
 
  private:
   std::shared_ptr<runtime::EventLoop> loop_;
-  std::shared_ptr<ListenerCore> core_;
+  std::shared_ptr<TcpListenerState> state_;
 };
 
 // A Request handed to the application. Destroying it undecided rejects it. Its decision
@@ -133,10 +134,10 @@ class TcpListener final : public Listener {
 // late).
 class TcpPendingConnection final : public PendingConnection {
  public:
-  TcpPendingConnection(std::shared_ptr<runtime::EventLoop> loop, std::weak_ptr<ListenerCore> core,
-                       ListenerCore::Handout handout)
+  TcpPendingConnection(std::shared_ptr<runtime::EventLoop> loop,
+                       std::weak_ptr<TcpListenerState> state, TcpListenerState::Handout handout)
       : loop_(std::move(loop)),
-        core_(std::move(core)),
+        state_(std::move(state)),
         session_(std::move(handout.session)),
         id_(handout.id) {}
   ~TcpPendingConnection() override;
@@ -154,7 +155,7 @@ class TcpPendingConnection final : public PendingConnection {
   bool decide(bool accept);
 
   std::shared_ptr<runtime::EventLoop> loop_;
-  std::weak_ptr<ListenerCore> core_;
+  std::weak_ptr<TcpListenerState> state_;
   std::shared_ptr<MpaSession> session_;
   cm::BacklogConnId id_;
   std::mutex mu_;

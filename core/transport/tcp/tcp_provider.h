@@ -4,7 +4,7 @@
 // responder's MPA setup up to the application's decision, timers and whatever no
 // application thread is doing; connect (TCP and MPA setup), accept and reject (the answer,
 // the RTR, the establishment), a connection's sends and, while the application polls it,
-// its receives run on the application's threads (provider.h, connection_core.h,
+// its receives run on the application's threads (provider.h, tcp_connection_state.h,
 // tcp_connector.h, tcp_listener.h). Listeners and connections keep that thread alive, so
 // they may outlive the Provider object; the thread is joined when the last of them is
 // destroyed.

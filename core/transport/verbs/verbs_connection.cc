@@ -66,18 +66,11 @@ bool is_backlog_full_reject(const std::vector<std::uint8_t>& private_data) {
   return cm::is_backlog_full_marker(std::span(private_data.begin(), end));
 }
 
-ConnectError make_error(ConnectError::Kind kind, std::string detail) {
-  ConnectError e;
-  e.kind = kind;
-  e.detail = std::move(detail);
-  return e;
-}
-
 }  // namespace
 
-VerbsConnectionCore::VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& channel,
-                                         rdma_cm_id* id, std::unique_ptr<QueuePair> qp,
-                                         std::shared_ptr<CompletionQueue> cq)
+VerbsConnectionState::VerbsConnectionState(runtime::EventLoop& loop, CmChannel& channel,
+                                           rdma_cm_id* id, std::unique_ptr<QueuePair> qp,
+                                           std::shared_ptr<CompletionQueue> cq)
     : loop_(loop),
       channel_(channel),
       cq_(cq ? std::move(cq) : std::make_shared<CompletionQueue>()),
@@ -87,8 +80,8 @@ VerbsConnectionCore::VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& ch
   cq_->offer_executor(loop_.executor());
 }
 
-VerbsConnectionCore::~VerbsConnectionCore() {
-  // Normally teardown() ran on the event thread; this is the last resort for a core that
+VerbsConnectionState::~VerbsConnectionState() {
+  // Normally teardown() ran on the event thread; this is the last resort for a state that
   // never got that far (its id is then no longer routed to it).
   for (auto& [stag, mr] : regions_) ibv_dereg_mr(mr);
   for (ibv_mr* mr : initial_regions_) ibv_dereg_mr(mr);
@@ -98,7 +91,7 @@ VerbsConnectionCore::~VerbsConnectionCore() {
 
 // ---- Setup (event thread) -----------------------------------------------------------------
 
-std::optional<std::string> VerbsConnectionCore::start(const QpCaps& caps) {
+std::optional<std::string> VerbsConnectionState::start(const QpCaps& caps) {
   channel_.attach(id_, weak_from_this());
   const auto token = loop_.watch(qp_->channel()->fd, EPOLLIN, shared_from_this());
   if (!token) return "cannot watch the completion channel: " + errno_sentence(token.error());
@@ -131,8 +124,8 @@ std::optional<std::string> VerbsConnectionCore::start(const QpCaps& caps) {
   return std::nullopt;
 }
 
-void VerbsConnectionCore::begin_setup(SetupParams params, runtime::TimePoint deadline,
-                                      std::shared_ptr<SetupRendezvous> result) {
+void VerbsConnectionState::begin_setup(SetupParams params, runtime::TimePoint deadline,
+                                       std::shared_ptr<SetupRendezvous> result) {
   setup_ = std::move(params);
   result_ = std::move(result);
   {
@@ -143,13 +136,13 @@ void VerbsConnectionCore::begin_setup(SetupParams params, runtime::TimePoint dea
     auto self = weak.lock();
     if (!self) return;
     self->setup_timer_.reset();
-    self->fail_setup(make_error(ConnectError::Kind::kTimeout,
-                                "the connection was not established in time (no "
-                                "RDMA_CM_EVENT_ESTABLISHED before the deadline)"));
+    self->fail_setup(connect_error(ConnectError::Kind::kTimeout,
+                                   "the connection was not established in time (no "
+                                   "RDMA_CM_EVENT_ESTABLISHED before the deadline)"));
   });
 }
 
-void VerbsConnectionCore::fail_setup(ConnectError error) {
+void VerbsConnectionState::fail_setup(ConnectError error) {
   if (setup_timer_) {
     loop_.cancel_timer(*setup_timer_);
     setup_timer_.reset();
@@ -161,7 +154,7 @@ void VerbsConnectionCore::fail_setup(ConnectError error) {
   }
 }
 
-ConnectError VerbsConnectionCore::setup_error(const CmEvent& e) const {
+ConnectError VerbsConnectionState::setup_error(const CmEvent& e) const {
   const bool iwarp = qp_ && qp_->limits().iwarp;
   ConnectError error;
   switch (e.type) {
@@ -213,7 +206,7 @@ ConnectError VerbsConnectionCore::setup_error(const CmEvent& e) const {
   }
 }
 
-void VerbsConnectionCore::on_cm_event(const CmEvent& e) {
+void VerbsConnectionState::on_cm_event(const CmEvent& e) {
   Phase phase;
   {
     std::lock_guard lock(mu_);
@@ -230,21 +223,22 @@ void VerbsConnectionCore::on_cm_event(const CmEvent& e) {
       disconnected_event_ = true;
       if (!final_state_) peer_closed_ = true;
       // Deliberately no ibv_modify_qp(ERR) here: see the header.
-      settle(ConnectionState::kClosed,
-             "the peer disconnected (RDMA_CM_EVENT_DISCONNECTED); the queue pair was left as "
-             "the transport has it",
-             false);
+      record_final_state(
+          ConnectionState::kClosed,
+          "the peer disconnected (RDMA_CM_EVENT_DISCONNECTED); the queue pair was left as "
+          "the transport has it",
+          false);
       cv_.notify_all();
       break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-      settle(ConnectionState::kError, "the RDMA device was removed", true);
+      record_final_state(ConnectionState::kError, "the RDMA device was removed", true);
       break;
     default:
       break;  // TIMEWAIT_EXIT, ADDR_CHANGE, a repeated ESTABLISHED: nothing to do
   }
 }
 
-void VerbsConnectionCore::on_setup_event(const CmEvent& e) {
+void VerbsConnectionState::on_setup_event(const CmEvent& e) {
   switch (e.type) {
     case RDMA_CM_EVENT_ESTABLISHED:
       on_established(e);
@@ -261,7 +255,7 @@ void VerbsConnectionCore::on_setup_event(const CmEvent& e) {
   }
 }
 
-void VerbsConnectionCore::on_established(const CmEvent& e) {
+void VerbsConnectionState::on_established(const CmEvent& e) {
   if (setup_timer_) {
     loop_.cancel_timer(*setup_timer_);
     setup_timer_.reset();
@@ -320,8 +314,8 @@ void VerbsConnectionCore::on_established(const CmEvent& e) {
 
 // ---- Application side -----------------------------------------------------------------------
 
-std::uint32_t VerbsConnectionCore::register_memory(void* addr, std::size_t length,
-                                                   std::uint32_t access) {
+std::uint32_t VerbsConnectionState::register_memory(void* addr, std::size_t length,
+                                                    std::uint32_t access) {
   std::lock_guard lock(mu_);
   if (released_ || phase_ != Phase::kEstablished) return 0;
   ibv_mr* mr = ibv_reg_mr(qp_->pd(), addr, length, ibv_access_from(access));
@@ -337,7 +331,7 @@ std::uint32_t VerbsConnectionCore::register_memory(void* addr, std::size_t lengt
   return stag;
 }
 
-bool VerbsConnectionCore::deregister_memory(std::uint32_t stag) {
+bool VerbsConnectionState::deregister_memory(std::uint32_t stag) {
   std::lock_guard lock(mu_);
   const auto it = regions_.find(stag);
   if (it == regions_.end()) return false;
@@ -346,12 +340,12 @@ bool VerbsConnectionCore::deregister_memory(std::uint32_t stag) {
   return rc == 0;
 }
 
-std::uint32_t VerbsConnectionCore::lkey_for(std::uint32_t stag) const {
+std::uint32_t VerbsConnectionState::lkey_for(std::uint32_t stag) const {
   const auto it = regions_.find(stag);
   return it == regions_.end() ? stag : it->second->lkey;
 }
 
-std::optional<rdmap::PostError> VerbsConnectionCore::post_send(const rdmap::SendWr& wr) {
+std::optional<rdmap::PostError> VerbsConnectionState::post_send(const rdmap::SendWr& wr) {
   std::lock_guard lock(mu_);
   if (released_ || app_closed_ || phase_ != Phase::kEstablished) {
     return rdmap::PostError::kNotConnected;
@@ -382,7 +376,7 @@ std::optional<rdmap::PostError> VerbsConnectionCore::post_send(const rdmap::Send
   return std::nullopt;
 }
 
-std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::RecvWr& wr) {
+std::optional<rdmap::PostError> VerbsConnectionState::post_recv(const rdmap::RecvWr& wr) {
   std::lock_guard lock(mu_);
   if (released_ || phase_ != Phase::kEstablished) return rdmap::PostError::kNotConnected;
   ibv_sge sge{wr.sge.addr, wr.sge.length, lkey_for(wr.sge.lkey)};
@@ -400,8 +394,8 @@ std::optional<rdmap::PostError> VerbsConnectionCore::post_recv(const rdmap::Recv
   return std::nullopt;
 }
 
-std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::size_t max,
-                                                                         Millis timeout) {
+std::vector<rdmap::WorkCompletion> VerbsConnectionState::poll_completions(std::size_t max,
+                                                                          Millis timeout) {
   // The caller reaps the CQ itself first, as a verbs application does: ibv_poll_cq reads
   // the queue in user memory (no syscall), so a completion already there is not left
   // waiting for the event thread to hear the channel and hand it across. Only a poll that
@@ -410,22 +404,22 @@ std::vector<rdmap::WorkCompletion> VerbsConnectionCore::poll_completions(std::si
   return cq_->poll(max, timeout);
 }
 
-ConnectionState VerbsConnectionCore::state() const {
+ConnectionState VerbsConnectionState::state() const {
   std::lock_guard lock(mu_);
   return final_state_.value_or(ConnectionState::kConnected);
 }
 
-std::string VerbsConnectionCore::error_detail() const {
+std::string VerbsConnectionState::error_detail() const {
   std::lock_guard lock(mu_);
   return detail_;
 }
 
-void VerbsConnectionCore::disconnect(Millis timeout) {
+void VerbsConnectionState::disconnect(Millis timeout) {
   {
     std::lock_guard lock(mu_);
     if (released_ || phase_ != Phase::kEstablished || app_closed_) return;
     app_closed_ = true;
-    settle(ConnectionState::kClosed, "disconnected by the application", false);
+    record_final_state(ConnectionState::kClosed, "disconnected by the application", false);
   }
   loop_.run([this] {
     // librdmacm: QP to error (IB/RoCE) or SQD (iWARP), then DREQ / TCP close. After the
@@ -436,16 +430,17 @@ void VerbsConnectionCore::disconnect(Millis timeout) {
   cv_.wait_for(lock, timeout, [&] { return disconnected_event_ || released_; });
 }
 
-void VerbsConnectionCore::terminate(const wire::TerminateCause& cause) {
+void VerbsConnectionState::terminate(const wire::TerminateCause& cause) {
   {
     std::lock_guard lock(mu_);
     if (released_ || phase_ != Phase::kEstablished || app_closed_ || final_state_) return;
     app_closed_ = true;
-    settle(ConnectionState::kError,
-           "the application ended the connection (" + wire::describe(cause) +
-               "); the verbs provider cannot send a Terminate from user space, so it "
-               "disconnected (rdma_disconnect) and moved the queue pair to error instead",
-           false);
+    record_final_state(
+        ConnectionState::kError,
+        "the application ended the connection (" + wire::describe(cause) +
+            "); the verbs provider cannot send a Terminate from user space, so it "
+            "disconnected (rdma_disconnect) and moved the queue pair to error instead",
+        false);
   }
   // Posted, not run: the caller does not wait. A release() after it runs after it.
   loop_.post([self = shared_from_this()] {
@@ -461,14 +456,15 @@ void VerbsConnectionCore::terminate(const wire::TerminateCause& cause) {
   });
 }
 
-void VerbsConnectionCore::release() {
+void VerbsConnectionState::release() {
   loop_.run([this] {
     bool disconnect_first = false;
     {
       std::lock_guard lock(mu_);
       disconnect_first = phase_ == Phase::kEstablished && !disconnected_event_ && !app_closed_;
       released_ = true;
-      settle(ConnectionState::kClosed, "the connection was destroyed by the application", false);
+      record_final_state(ConnectionState::kClosed,
+                         "the connection was destroyed by the application", false);
     }
     // An orderly close for the peer, as destroying a tcp connection sends a FIN.
     if (disconnect_first && id_ != nullptr) rdma_disconnect(id_);
@@ -482,7 +478,7 @@ void VerbsConnectionCore::release() {
 
 // ---- Event thread ---------------------------------------------------------------------------
 
-void VerbsConnectionCore::on_io(std::uint32_t) {
+void VerbsConnectionState::on_io(std::uint32_t) {
   const auto keep = shared_from_this();
   if (!qp_) return;
   // Take every pending event (acknowledged at once, so ibv_destroy_cq never waits), ask for
@@ -500,7 +496,7 @@ void VerbsConnectionCore::on_io(std::uint32_t) {
   drain_cq();
 }
 
-void VerbsConnectionCore::drain_cq() {
+void VerbsConnectionState::drain_cq() {
   std::lock_guard reap(reap_mu_);
   if (!qp_) return;
   std::array<ibv_wc, kPollBatch> wcs{};
@@ -516,7 +512,7 @@ void VerbsConnectionCore::drain_cq() {
   }
 }
 
-void VerbsConnectionCore::complete(const ibv_wc& wc) {
+void VerbsConnectionState::complete(const ibv_wc& wc) {
   const bool recv = (wc.wr_id & kRecvBit) != 0;
   const std::uint64_t seq = wc.wr_id & ~kRecvBit;
   auto& queue = recv ? rq_ : sq_;
@@ -543,27 +539,27 @@ void VerbsConnectionCore::complete(const ibv_wc& wc) {
     // ends), so only a flushed send-queue request says the QP failed under the application:
     // on iWARP a Terminate from the peer (e.g. for a bad STag) ends that way.
     if (!recv) {
-      settle(ConnectionState::kError,
-             std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
-                 ") was flushed: the queue pair left RTS while it was outstanding",
-             true);
+      record_final_state(ConnectionState::kError,
+                         std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
+                             ") was flushed: the queue pair left RTS while it was outstanding",
+                         true);
     }
   } else {
     char vendor[16];
     std::snprintf(vendor, sizeof vendor, "0x%x", wc.vendor_err);
-    settle(ConnectionState::kError,
-           std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
-               ") completed with " + std::string(rdmap::wc_status_name(out.status)) + " (" +
-               std::string(ibv_wc_status_constant(wc.status)) + ", vendor error " + vendor +
-               "); the queue pair is in the error state",
-           true);
+    record_final_state(ConnectionState::kError,
+                       std::string(op_name(t.opcode)) + " (wr_id " + std::to_string(t.wr_id) +
+                           ") completed with " + std::string(rdmap::wc_status_name(out.status)) +
+                           " (" + std::string(ibv_wc_status_constant(wc.status)) +
+                           ", vendor error " + vendor + "); the queue pair is in the error state",
+                       true);
   }
   // A full queue drops the entry and counts the overrun (completion_queue.h).
   if (!released_) cq_->push(std::move(out));
 }
 
-void VerbsConnectionCore::settle(ConnectionState state, std::string detail,
-                                 bool overrides_peer_close) {
+void VerbsConnectionState::record_final_state(ConnectionState state, std::string detail,
+                                              bool overrides_peer_close) {
   if (final_state_) {
     // A transport error after the peer's DISCONNECTED is news: the QP is now in error.
     const bool upgrade = overrides_peer_close && peer_closed_ && !app_closed_ &&
@@ -577,7 +573,7 @@ void VerbsConnectionCore::settle(ConnectionState state, std::string detail,
   cv_.notify_all();
 }
 
-void VerbsConnectionCore::teardown() {
+void VerbsConnectionState::teardown() {
   if (watching_) {
     loop_.unwatch(token_);
     watching_ = false;

@@ -1,16 +1,16 @@
 // verbs_connection.h - one RC connection through rdma_cm and libibverbs: its cm_id, queue
 // pair and device completion queue, from rdma_connect / rdma_accept to teardown.
 //
-// Setup. The connector (active side) or the pending request (passive side) creates the core
-// once the cm_id has a device, lets it post the initial receives, calls begin_setup() and
-// then rdma_connect / rdma_accept. The core answers the waiting connect() or accept() once:
+// Setup. The connector (active side) or the pending request (passive side) creates the connection
+// state once the cm_id has a device, lets it post the initial receives, calls begin_setup() and
+// then rdma_connect / rdma_accept. The state answers the waiting connect() or accept() once:
 // with itself on RDMA_CM_EVENT_ESTABLISHED, or with a ConnectError (REJECTED with the
 // peer's private data, UNREACHABLE, CONNECT_ERROR, DISCONNECTED, the deadline). A Reject
 // whose private data is cm::kBacklogFullMarker (IB/RoCE: zero-padded) is a listener's
 // overflow Reject: failure backlog_full, not peer_rejected.
 //
 // Data path. post_send / post_recv go straight to ibv_post_send / ibv_post_recv from the
-// caller's thread (under the core's mutex). The device CQ (one per queue pair) is reaped
+// caller's thread (under the state's mutex). The device CQ (one per queue pair) is reaped
 // into the connection's CompletionQueue (QpCaps::cq, possibly shared with other
 // connections, tcp ones too, or one of its own) by poll_completions() on the caller's
 // thread first, and by the event thread when the completion channel fires (what wakes a
@@ -70,6 +70,7 @@
 #include "core/runtime/event_loop.h"
 #include "core/runtime/rendezvous.h"
 #include "core/transport/completion_queue.h"
+#include "core/transport/connection_handle.h"
 #include "core/transport/provider.h"
 #include "core/transport/verbs/cm_channel.h"
 #include "core/transport/verbs/queue_pair.h"
@@ -77,11 +78,11 @@
 
 namespace rdma_interop::transport::verbs {
 
-class VerbsConnectionCore;
+class VerbsConnectionState;
 
 // The one answer to a connect() or accept().
 struct SetupResult {
-  std::shared_ptr<VerbsConnectionCore> core;
+  std::shared_ptr<VerbsConnectionState> connection;
   std::optional<ConnectError> error;
 };
 using SetupRendezvous = runtime::Rendezvous<SetupResult>;
@@ -100,21 +101,21 @@ struct SetupParams {
   std::vector<std::uint8_t> received_private_data;  // passive: the request's
 };
 
-class VerbsConnectionCore : public runtime::IoHandler,
-                            public CmHandler,
-                            public std::enable_shared_from_this<VerbsConnectionCore> {
+class VerbsConnectionState : public runtime::IoHandler,
+                             public CmHandler,
+                             public std::enable_shared_from_this<VerbsConnectionState> {
  public:
-  // Takes the QP resources; `id` stays the core's from here on (it destroys it). Completions
-  // go to `cq` (QpCaps::cq); null: a queue of the core's own, unbounded.
-  VerbsConnectionCore(runtime::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
-                      std::unique_ptr<QueuePair> qp, std::shared_ptr<CompletionQueue> cq);
-  ~VerbsConnectionCore() override;
+  // Takes the QP resources; `id` stays the state's from here on (it destroys it). Completions
+  // go to `cq` (QpCaps::cq); null: a queue of the state's own, unbounded.
+  VerbsConnectionState(runtime::EventLoop& loop, CmChannel& channel, rdma_cm_id* id,
+                       std::unique_ptr<QueuePair> qp, std::shared_ptr<CompletionQueue> cq);
+  ~VerbsConnectionState() override;
 
   // ---- Event thread, during setup ----
-  // Routes the id's CM events and the completion channel to this core, registers and posts
+  // Routes the id's CM events and the completion channel to this state, registers and posts
   // the initial receives. The error is a sentence (the caller then calls fail_setup).
   std::optional<std::string> start(const QpCaps& caps);
-  // From now until ESTABLISHED, a failure or `deadline`, the core answers `result`.
+  // From now until ESTABLISHED, a failure or `deadline`, the connection state answers `result`.
   void begin_setup(SetupParams params, runtime::TimePoint deadline,
                    std::shared_ptr<SetupRendezvous> result);
   // Answers `result` (if begun) with `error` and tears everything down.
@@ -122,7 +123,7 @@ class VerbsConnectionCore : public runtime::IoHandler,
   const DeviceLimits& limits() const { return qp_->limits(); }
 
   // ---- Application side, any thread ----
-  const ConnectionInfo& info() const { return info_; }  // set before the core is handed out
+  const ConnectionInfo& info() const { return info_; }  // set before the state is handed out
   std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access);
   bool deregister_memory(std::uint32_t stag);
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);
@@ -159,7 +160,8 @@ class VerbsConnectionCore : public runtime::IoHandler,
   // Takes mu_ per batch; does nothing once the QP is torn down.
   void drain_cq();
   void complete(const ibv_wc& wc);  // mu_ held
-  void settle(ConnectionState state, std::string detail, bool overrides_peer_close);  // mu_ held
+  void record_final_state(ConnectionState state, std::string detail,
+                          bool overrides_peer_close);  // mu_ held
   void teardown();                                   // event thread
   std::uint32_t lkey_for(std::uint32_t stag) const;  // mu_ held
   ConnectError setup_error(const CmEvent& event) const;
@@ -199,38 +201,16 @@ class VerbsConnectionCore : public runtime::IoHandler,
   bool released_ = false;
 };
 
-// The application's handle.
-class VerbsConnection final : public Connection {
+// The application's handle: the shared forwarding (connection_handle.h). The kernel handles
+// Terminates (iWARP) and NAKs (IB): none is visible here.
+class VerbsConnection final : public ConnectionHandle<VerbsConnectionState> {
  public:
-  VerbsConnection(std::shared_ptr<void> context, std::shared_ptr<VerbsConnectionCore> core)
-      : context_(std::move(context)), core_(std::move(core)) {}
-  ~VerbsConnection() override { core_->release(); }
+  // `context` keeps the event thread and the CM channel alive while the handle exists.
+  VerbsConnection(std::shared_ptr<void> context, std::shared_ptr<VerbsConnectionState> state)
+      : ConnectionHandle(std::move(context), std::move(state)) {}
 
-  const ConnectionInfo& info() const override { return core_->info(); }
-  std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access) override {
-    return core_->register_memory(addr, length, access);
-  }
-  bool deregister_memory(std::uint32_t stag) override { return core_->deregister_memory(stag); }
-  std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) override {
-    return core_->post_send(wr);
-  }
-  std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) override {
-    return core_->post_recv(wr);
-  }
-  std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) override {
-    return core_->poll_completions(max, timeout);
-  }
-  ConnectionState state() const override { return core_->state(); }
-  std::string error_detail() const override { return core_->error_detail(); }
-  // The kernel handles Terminates (iWARP) and NAKs (IB): none is visible here.
   std::optional<wire::TerminateMessage> terminate_received() const override { return std::nullopt; }
   std::optional<wire::TerminateMessage> terminate_sent() const override { return std::nullopt; }
-  void disconnect(Millis timeout) override { core_->disconnect(timeout); }
-  void terminate(const wire::TerminateCause& cause) override { core_->terminate(cause); }
-
- private:
-  std::shared_ptr<void> context_;  // keeps the event thread and the CM channel alive
-  std::shared_ptr<VerbsConnectionCore> core_;
 };
 
 }  // namespace rdma_interop::transport::verbs

@@ -90,7 +90,7 @@ void Connector::on_route_resolved() {
     qp->reset();  // the QP goes before its id
     return fail(ConnectError::Kind::kInvalidArgument, *too_long);
   }
-  // From here the core owns the id and answers the caller.
+  // From here the connection state owns the id and answers the caller.
   done_ = true;
   const auto keep = std::move(self_);
   if (timer_) {
@@ -99,23 +99,23 @@ void Connector::on_route_resolved() {
   }
   rdma_cm_id* id = id_;
   id_ = nullptr;
-  auto core =
-      std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp), options_.caps.cq);
+  auto state =
+      std::make_shared<VerbsConnectionState>(loop_, channel_, id, std::move(*qp), options_.caps.cq);
   const Depths depths = connect_depths(options_.policy, limits);
   SetupParams params;
   params.role = Role::kActive;
   params.ird = depths.ird;
   params.ord = depths.ord;
   params.sent_private_data = options_.private_data;
-  core->begin_setup(std::move(params), deadline_, result_);
+  state->begin_setup(std::move(params), deadline_, result_);
   auto invalid = [](std::string detail) {
     ConnectError e;
     e.kind = ConnectError::Kind::kSetup;
     e.detail = std::move(detail);
     return e;
   };
-  if (auto error = core->start(options_.caps)) return core->fail_setup(invalid(*error));
-  if (auto error = apply_ack_timeout(id, verbs_options_)) return core->fail_setup(invalid(*error));
+  if (auto error = state->start(options_.caps)) return state->fail_setup(invalid(*error));
+  if (auto error = apply_ack_timeout(id, verbs_options_)) return state->fail_setup(invalid(*error));
   rdma_conn_param param = conn_param(depths, verbs_options_, options_.private_data);
   if (rdma_connect(id, &param) != 0) {
     const int err = errno;
@@ -127,7 +127,7 @@ void Connector::on_route_resolved() {
     if (e.kind == ConnectError::Kind::kUnreachable) e.sys_errno = err;
     e.detail =
         "rdma_connect to " + format_sockaddr(peer_.get()) + " failed: " + errno_sentence(err);
-    core->fail_setup(std::move(e));
+    state->fail_setup(std::move(e));
   }
 }
 

@@ -1,10 +1,10 @@
 // verbs_connector.h - the active side of one connect(): address resolution, route
-// resolution, the queue pair, rdma_connect; then the connection core waits for ESTABLISHED.
+// resolution, the queue pair, rdma_connect; then the connection state waits for ESTABLISHED.
 //
 //   rdma_resolve_addr (from the URI's source=, if any) -> ADDR_RESOLVED (the id has a device)
 //   rdma_resolve_route -> ROUTE_RESOLVED
-//   QueuePair + VerbsConnectionCore, initial receives posted, rdma_connect
-//   -> the core answers: ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, or the deadline
+//   QueuePair + VerbsConnectionState, initial receives posted, rdma_connect
+//   -> the state answers: ESTABLISHED, REJECTED, UNREACHABLE, CONNECT_ERROR, or the deadline
 //
 // ADDR_ERROR and ROUTE_ERROR (no RDMA device routes to the address, no ARP/neighbour
 // answer) are "unreachable". Every step is bounded by ConnectOptions::timeout: the connector
@@ -49,7 +49,7 @@ class Connector : public CmHandler, public std::enable_shared_from_this<Connecto
   runtime::TimePoint deadline_;
   rdma_cm_id* id_ = nullptr;
   std::optional<runtime::EventLoop::TimerId> timer_;
-  bool done_ = false;  // answered, or handed over to the core
+  bool done_ = false;  // answered, or handed over to the connection state
   // The channel and timer hold us weakly: this keeps us alive until done_.
   std::shared_ptr<Connector> self_;
 };

@@ -12,15 +12,6 @@ namespace {
 // MPA exchange (and RTR) the kernel runs.
 constexpr Millis kMinAcceptWait{1000};
 
-ConnectError error_of(ConnectError::Kind kind, std::string detail,
-                      std::optional<cm::CmFailure> failure = std::nullopt) {
-  ConnectError e;
-  e.kind = kind;
-  e.failure = failure;
-  e.detail = std::move(detail);
-  return e;
-}
-
 std::string device_list() {
   std::string s;
   for (const auto& d : rdma_device_names()) s += (s.empty() ? "" : ", ") + d;
@@ -40,7 +31,7 @@ wire::MpaFrame request_frame(const CmEvent& e) {
 // ---- PendingRequest ----------------------------------------------------------------------------
 
 PendingRequest::PendingRequest(runtime::EventLoop& loop, CmChannel& channel,
-                               std::weak_ptr<VerbsListenerCore> listener, const CmEvent& request,
+                               std::weak_ptr<VerbsListenerState> listener, const CmEvent& request,
                                const cm::MpaPolicy& policy, VerbsOptions options)
     : loop_(loop),
       channel_(channel),
@@ -56,12 +47,12 @@ PendingRequest::PendingRequest(runtime::EventLoop& loop, CmChannel& channel,
       peer_ord_(request.responder_resources),
       id_(request.id) {}
 
-Expected<std::shared_ptr<VerbsConnectionCore>, ConnectError> PendingRequest::accept(
+Expected<std::shared_ptr<VerbsConnectionState>, ConnectError> PendingRequest::accept(
     std::vector<std::uint8_t> private_data, const QpCaps& caps) {
   auto result = std::make_shared<SetupRendezvous>();
   loop_.run([&] { accept_on_loop(std::move(private_data), caps, result); });
-  SetupResult r = result->take();  // the core's setup deadline guarantees an answer
-  if (r.core) return r.core;
+  SetupResult r = result->take();  // the connection state's setup deadline guarantees an answer
+  if (r.connection) return r.connection;
   return unexpected(r.error.value_or(ConnectError{}));
 }
 
@@ -73,31 +64,31 @@ void PendingRequest::accept_on_loop(std::vector<std::uint8_t> private_data, cons
   };
   if (id_ == nullptr) {
     return result->set(SetupResult{
-        nullptr, error_of(ConnectError::Kind::kSetup,
-                          "the connection request went away before it was accepted: " + gone_,
-                          cm::CmFailure::kConnectionClosed)});
+        nullptr, connect_error(ConnectError::Kind::kSetup,
+                               "the connection request went away before it was accepted: " + gone_,
+                               cm::CmFailure::kConnectionClosed)});
   }
   auto qp = QueuePair::create(id_, caps);
   if (!qp) {
     return refuse(
-        error_of(ConnectError::Kind::kSetup, "cannot create the queue pair: " + qp.error()));
+        connect_error(ConnectError::Kind::kSetup, "cannot create the queue pair: " + qp.error()));
   }
   const DeviceLimits limits = (*qp)->limits();
   if (auto too_long = check_private_data(private_data, limits.iwarp, CmMessage::kReply)) {
     qp->reset();
-    return refuse(error_of(ConnectError::Kind::kInvalidArgument, *too_long));
+    return refuse(connect_error(ConnectError::Kind::kInvalidArgument, *too_long));
   }
   if (policy_.strict_ird_ord && policy_.ord > peer_ird_) {
     qp->reset();
-    return refuse(error_of(ConnectError::Kind::kSetup,
-                           "strict IRD/ORD: our ORD " + std::to_string(policy_.ord) +
-                               " exceeds the requester's IRD " + std::to_string(peer_ird_),
-                           cm::CmFailure::kInsufficientIrd));
+    return refuse(connect_error(ConnectError::Kind::kSetup,
+                                "strict IRD/ORD: our ORD " + std::to_string(policy_.ord) +
+                                    " exceeds the requester's IRD " + std::to_string(peer_ird_),
+                                cm::CmFailure::kInsufficientIrd));
   }
   const Depths depths = accept_depths(policy_, limits, peer_ird_);
   rdma_cm_id* id = id_;
-  id_ = nullptr;  // the core's from here on
-  auto core = std::make_shared<VerbsConnectionCore>(loop_, channel_, id, std::move(*qp), caps.cq);
+  id_ = nullptr;  // the connection state's from here on
+  auto state = std::make_shared<VerbsConnectionState>(loop_, channel_, id, std::move(*qp), caps.cq);
   SetupParams params;
   params.role = Role::kPassive;
   params.ird = depths.ird;
@@ -107,18 +98,18 @@ void PendingRequest::accept_on_loop(std::vector<std::uint8_t> private_data, cons
   params.sent_private_data = private_data;
   params.received_private_data = request_.private_data;
   const Millis wait = std::max(kMinAcceptWait, policy_.reply_timeout);
-  core->begin_setup(std::move(params), runtime::Clock::now() + wait, result);
-  if (auto error = core->start(caps)) {
-    return core->fail_setup(error_of(ConnectError::Kind::kSetup, *error));
+  state->begin_setup(std::move(params), runtime::Clock::now() + wait, result);
+  if (auto error = state->start(caps)) {
+    return state->fail_setup(connect_error(ConnectError::Kind::kSetup, *error));
   }
   if (auto error = apply_ack_timeout(id, options_)) {
-    return core->fail_setup(error_of(ConnectError::Kind::kSetup, *error));
+    return state->fail_setup(connect_error(ConnectError::Kind::kSetup, *error));
   }
   rdma_conn_param param = conn_param(depths, options_, private_data);
   if (rdma_accept(id, &param) != 0) {
     const int err = errno;
-    core->fail_setup(
-        error_of(ConnectError::Kind::kSetup, "rdma_accept failed: " + errno_sentence(err)));
+    state->fail_setup(
+        connect_error(ConnectError::Kind::kSetup, "rdma_accept failed: " + errno_sentence(err)));
   }
 }
 
@@ -146,10 +137,11 @@ void PendingRequest::on_cm_event(const CmEvent& e) {
   if (auto listener = listener_.lock()) listener->request_gone(shared_from_this(), gone_);
 }
 
-// ---- VerbsListenerCore -------------------------------------------------------------------------
+// ---- VerbsListenerState -------------------------------------------------------------------------
 
-VerbsListenerCore::VerbsListenerCore(runtime::EventLoop& loop, CmChannel& channel,
-                                     const cm::MpaPolicy& policy, VerbsOptions options, int backlog)
+VerbsListenerState::VerbsListenerState(runtime::EventLoop& loop, CmChannel& channel,
+                                       const cm::MpaPolicy& policy, VerbsOptions options,
+                                       int backlog)
     : loop_(loop),
       channel_(channel),
       policy_(policy),
@@ -158,10 +150,10 @@ VerbsListenerCore::VerbsListenerCore(runtime::EventLoop& loop, CmChannel& channe
   counters_.backlog = static_cast<std::uint32_t>(backlog_);
 }
 
-std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
+std::optional<ConnectError> VerbsListenerState::start(const CmAddress& where) {
   const std::string text = format_sockaddr(where.get());
   auto id = channel_.create_id(weak_from_this());
-  if (!id) return error_of(ConnectError::Kind::kUnreachable, id.error());
+  if (!id) return connect_error(ConnectError::Kind::kUnreachable, id.error());
   id_ = *id;
   auto give_up = [&](ConnectError error) {
     channel_.destroy_id(id_);
@@ -171,25 +163,26 @@ std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
   if (rdma_bind_addr(id_, const_cast<sockaddr*>(where.get())) != 0) {
     const int err = errno;
     if (err == EADDRINUSE) {
-      return give_up(error_of(ConnectError::Kind::kAddressInUse,
-                              "cannot listen on " + text + ": " + errno_sentence(err)));
+      return give_up(connect_error(ConnectError::Kind::kAddressInUse,
+                                   "cannot listen on " + text + ": " + errno_sentence(err)));
     }
     if (err == ENODEV || err == EADDRNOTAVAIL) {
-      return give_up(error_of(ConnectError::Kind::kUnreachable,
-                              "cannot listen on " + text + ": no RDMA device has this address (" +
-                                  errno_sentence(err) + "; RDMA devices: " + device_list() + ")"));
+      return give_up(connect_error(ConnectError::Kind::kUnreachable,
+                                   "cannot listen on " + text +
+                                       ": no RDMA device has this address (" + errno_sentence(err) +
+                                       "; RDMA devices: " + device_list() + ")"));
     }
-    ConnectError refused = error_of(ConnectError::Kind::kInvalidArgument,
-                                    "cannot listen on " + text + ": " + errno_sentence(err));
+    ConnectError refused = connect_error(ConnectError::Kind::kInvalidArgument,
+                                         "cannot listen on " + text + ": " + errno_sentence(err));
     refused.sys_errno = err;  // the system refused the address (provider.h)
     return give_up(std::move(refused));
   }
   if (!where.is_wildcard() && id_->verbs == nullptr) {
     return give_up(
-        error_of(ConnectError::Kind::kUnreachable, "cannot listen on " + text +
-                                                       ": no RDMA device has this address "
-                                                       "(RDMA devices: " +
-                                                       device_list() + ")"));
+        connect_error(ConnectError::Kind::kUnreachable, "cannot listen on " + text +
+                                                            ": no RDMA device has this address "
+                                                            "(RDMA devices: " +
+                                                            device_list() + ")"));
   }
   // The kernel keeps a queue of its own under ours: iWARP's iw_cm sizes its pending-event pool
   // and siw its TCP listen queue by this number, and when that fills it turns a request away
@@ -199,7 +192,7 @@ std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
   const int kernel_backlog = static_cast<int>(std::max<std::size_t>(backlog_ * 4, 256));
   if (rdma_listen(id_, kernel_backlog) != 0) {
     const int err = errno;
-    return give_up(error_of(
+    return give_up(connect_error(
         err == EADDRINUSE ? ConnectError::Kind::kAddressInUse : ConnectError::Kind::kUnreachable,
         "rdma_listen on " + text + " failed: " + errno_sentence(err)));
   }
@@ -207,7 +200,7 @@ std::optional<ConnectError> VerbsListenerCore::start(const CmAddress& where) {
   return std::nullopt;
 }
 
-void VerbsListenerCore::on_cm_event(const CmEvent& e) {
+void VerbsListenerState::on_cm_event(const CmEvent& e) {
   if (e.type != RDMA_CM_EVENT_CONNECT_REQUEST) return;  // DEVICE_REMOVAL etc.: nothing queued
   std::shared_ptr<PendingRequest> request;
   {
@@ -221,10 +214,10 @@ void VerbsListenerCore::on_cm_event(const CmEvent& e) {
     }
     if (!request && !closed_) {
       record_failure(format_sockaddr(rdma_get_peer_addr(e.id)),
-                     error_of(ConnectError::Kind::kSetup,
-                              "over the backlog of " + std::to_string(backlog_) +
-                                  " waiting requests: rejected with the backlog-full marker",
-                              cm::CmFailure::kBacklogFull));
+                     connect_error(ConnectError::Kind::kSetup,
+                                   "over the backlog of " + std::to_string(backlog_) +
+                                       " waiting requests: rejected with the backlog-full marker",
+                                   cm::CmFailure::kBacklogFull));
     }
   }
   if (!request) {
@@ -243,8 +236,8 @@ void VerbsListenerCore::on_cm_event(const CmEvent& e) {
   cv_.notify_one();
 }
 
-void VerbsListenerCore::request_gone(const std::shared_ptr<PendingRequest>& request,
-                                     const std::string& why) {
+void VerbsListenerState::request_gone(const std::shared_ptr<PendingRequest>& request,
+                                      const std::string& why) {
   std::lock_guard lock(mu_);
   const auto it = std::find(ready_.begin(), ready_.end(), request);
   if (it == ready_.end()) return;  // handed out: accept() reports it
@@ -252,17 +245,17 @@ void VerbsListenerCore::request_gone(const std::shared_ptr<PendingRequest>& requ
   counters_.pending = static_cast<std::uint32_t>(ready_.size());
   counters_.pending_aborted++;
   record_failure(request->peer_address(),
-                 error_of(ConnectError::Kind::kSetup,
-                          "the requester gave up before the request was taken: " + why,
-                          cm::CmFailure::kConnectionClosed));
+                 connect_error(ConnectError::Kind::kSetup,
+                               "the requester gave up before the request was taken: " + why,
+                               cm::CmFailure::kConnectionClosed));
 }
 
-void VerbsListenerCore::record_failure(const std::string& peer, ConnectError error) {
+void VerbsListenerState::record_failure(const std::string& peer, ConnectError error) {
   failures_.push_back(Listener::SetupFailure{peer, std::move(error), 0.0});
   while (failures_.size() > Listener::kMaxSetupFailures) failures_.pop_front();
 }
 
-std::shared_ptr<PendingRequest> VerbsListenerCore::next_request(Millis timeout) {
+std::shared_ptr<PendingRequest> VerbsListenerState::next_request(Millis timeout) {
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return closed_ || !ready_.empty(); });
   if (ready_.empty()) return nullptr;
@@ -273,19 +266,19 @@ std::shared_ptr<PendingRequest> VerbsListenerCore::next_request(Millis timeout) 
   return request;
 }
 
-Listener::Counters VerbsListenerCore::counters() const {
+Listener::Counters VerbsListenerState::counters() const {
   std::lock_guard lock(mu_);
   return counters_;
 }
 
-std::vector<Listener::SetupFailure> VerbsListenerCore::take_setup_failures() {
+std::vector<Listener::SetupFailure> VerbsListenerState::take_setup_failures() {
   std::lock_guard lock(mu_);
   std::vector<Listener::SetupFailure> out(failures_.begin(), failures_.end());
   failures_.clear();
   return out;
 }
 
-void VerbsListenerCore::close() {
+void VerbsListenerState::close() {
   loop_.run([this] {
     std::deque<std::shared_ptr<PendingRequest>> waiting;
     {
@@ -306,7 +299,7 @@ void VerbsListenerCore::close() {
 // ---- Application handles -------------------------------------------------------------------
 
 std::unique_ptr<PendingConnection> VerbsListener::next_request(Millis timeout) {
-  auto request = core_->next_request(timeout);
+  auto request = state_->next_request(timeout);
   if (!request) return nullptr;
   return std::make_unique<VerbsPendingConnection>(context_, std::move(request));
 }
@@ -320,13 +313,14 @@ Expected<std::unique_ptr<Connection>, ConnectError> VerbsPendingConnection::acce
     std::vector<std::uint8_t> private_data, const QpCaps& caps) {
   std::lock_guard lock(mu_);
   if (decided_) {
-    return unexpected(error_of(ConnectError::Kind::kInvalidArgument,
-                               "this connection request was already accepted or rejected"));
+    return unexpected(connect_error(ConnectError::Kind::kInvalidArgument,
+                                    "this connection request was already accepted or rejected"));
   }
   decided_ = true;
-  auto core = request_->accept(std::move(private_data), caps);
-  if (!core) return unexpected(core.error());
-  return std::unique_ptr<Connection>(std::make_unique<VerbsConnection>(context_, std::move(*core)));
+  auto state = request_->accept(std::move(private_data), caps);
+  if (!state) return unexpected(state.error());
+  return std::unique_ptr<Connection>(
+      std::make_unique<VerbsConnection>(context_, std::move(*state)));
 }
 
 void VerbsPendingConnection::reject(std::vector<std::uint8_t> private_data) {

@@ -39,21 +39,21 @@
 
 namespace rdma_interop::transport::verbs {
 
-class VerbsListenerCore;
+class VerbsListenerState;
 
 // One connection request. Event-thread state (the id) is touched only on the event thread;
 // the request's description is immutable.
 class PendingRequest : public CmHandler, public std::enable_shared_from_this<PendingRequest> {
  public:
   PendingRequest(runtime::EventLoop& loop, CmChannel& channel,
-                 std::weak_ptr<VerbsListenerCore> listener, const CmEvent& request,
+                 std::weak_ptr<VerbsListenerState> listener, const CmEvent& request,
                  const cm::MpaPolicy& policy, VerbsOptions options);
 
   const wire::MpaFrame& request() const { return request_; }
   const std::string& peer_address() const { return peer_address_; }
 
   // Application thread: accept, blocking until ESTABLISHED or failure.
-  Expected<std::shared_ptr<VerbsConnectionCore>, ConnectError> accept(
+  Expected<std::shared_ptr<VerbsConnectionState>, ConnectError> accept(
       std::vector<std::uint8_t> private_data, const QpCaps& caps);
   // Application thread.
   void reject(std::vector<std::uint8_t> private_data);
@@ -69,7 +69,7 @@ class PendingRequest : public CmHandler, public std::enable_shared_from_this<Pen
 
   runtime::EventLoop& loop_;
   CmChannel& channel_;
-  std::weak_ptr<VerbsListenerCore> listener_;
+  std::weak_ptr<VerbsListenerState> listener_;
   const cm::MpaPolicy policy_;
   const VerbsOptions options_;
   const wire::MpaFrame request_;
@@ -81,10 +81,11 @@ class PendingRequest : public CmHandler, public std::enable_shared_from_this<Pen
   std::string gone_;  // why the request went away before a decision
 };
 
-class VerbsListenerCore : public CmHandler, public std::enable_shared_from_this<VerbsListenerCore> {
+class VerbsListenerState : public CmHandler,
+                           public std::enable_shared_from_this<VerbsListenerState> {
  public:
-  VerbsListenerCore(runtime::EventLoop& loop, CmChannel& channel, const cm::MpaPolicy& policy,
-                    VerbsOptions options, int backlog);
+  VerbsListenerState(runtime::EventLoop& loop, CmChannel& channel, const cm::MpaPolicy& policy,
+                     VerbsOptions options, int backlog);
 
   // Event thread: bind and listen.
   std::optional<ConnectError> start(const CmAddress& where);
@@ -122,19 +123,19 @@ class VerbsListenerCore : public CmHandler, public std::enable_shared_from_this<
 
 class VerbsListener final : public Listener {
  public:
-  VerbsListener(std::shared_ptr<VerbsContext> context, std::shared_ptr<VerbsListenerCore> core)
-      : context_(std::move(context)), core_(std::move(core)) {}
-  ~VerbsListener() override { core_->close(); }
+  VerbsListener(std::shared_ptr<VerbsContext> context, std::shared_ptr<VerbsListenerState> state)
+      : context_(std::move(context)), state_(std::move(state)) {}
+  ~VerbsListener() override { state_->close(); }
 
-  std::string local_address() const override { return core_->local_address(); }
+  std::string local_address() const override { return state_->local_address(); }
   std::unique_ptr<PendingConnection> next_request(Millis timeout) override;
-  Counters counters() const override { return core_->counters(); }
-  std::vector<SetupFailure> take_setup_failures() override { return core_->take_setup_failures(); }
-  void close() override { core_->close(); }
+  Counters counters() const override { return state_->counters(); }
+  std::vector<SetupFailure> take_setup_failures() override { return state_->take_setup_failures(); }
+  void close() override { state_->close(); }
 
  private:
   std::shared_ptr<VerbsContext> context_;
-  std::shared_ptr<VerbsListenerCore> core_;
+  std::shared_ptr<VerbsListenerState> state_;
 };
 
 // A request handed to the application. Destroying it undecided rejects it.

@@ -1,4 +1,4 @@
-// connection_core.h - one established iWARP connection: the socket, the FPDU codecs and the
+// tcp_connection_state.h - one established iWARP connection: the socket, the FPDU codecs and the
 // RDMAP endpoint, and the completion queue its requests complete into (QpCaps::cq, possibly
 // shared with other connections, or one of its own).
 //
@@ -50,13 +50,13 @@
 
 namespace rdma_interop::transport::tcp {
 
-class ConnectionCore : public runtime::IoHandler,
-                       public std::enable_shared_from_this<ConnectionCore> {
+class TcpConnectionState : public runtime::IoHandler,
+                           public std::enable_shared_from_this<TcpConnectionState> {
  public:
   // `unsent` are handshake octets (e.g. the RTR) the socket has not taken yet.
-  ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, ConnectionInfo info,
-                 cm::Handover handover, const QpCaps& caps, std::vector<std::uint8_t> unsent);
-  ~ConnectionCore() override;
+  TcpConnectionState(runtime::EventLoop& loop, runtime::Fd fd, ConnectionInfo info,
+                     cm::Handover handover, const QpCaps& caps, std::vector<std::uint8_t> unsent);
+  ~TcpConnectionState() override;
 
   // Takes the socket over from setup (`token`: its watch, handed over without leaving
   // epoll) or watches it anew, and decodes the handover's leftover octets.
@@ -102,20 +102,20 @@ class ConnectionCore : public runtime::IoHandler,
   void read_socket();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
-  struct TxBatch;      // the FPDUs of one write (connection_core.cc)
+  struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
   void write_ready();  // transmit()'s loop, by the one writer
   // Runs a write syscall with mu_ released (the caller is the writer, holding a Guard).
   template <class Syscall>
   runtime::IoResult unlocked(Syscall&& syscall);
   bool write_unsent();
   bool write_frames(TxBatch& batch, std::size_t count);  // false if the socket is full
-  void after_activity();
+  void act_on_endpoint();
   void on_peer_closed(bool reset, int err);
   void close_socket(bool abortive);
   void arm_close_timer(runtime::TimePoint deadline);
   void update_interest();
   void drain_completions();
-  void settle(ConnectionState state, std::string detail);
+  void record_final_state(ConnectionState state, std::string detail);
   void arm_claim_timer(runtime::TimePoint when);
   void on_claim_timer();
 
@@ -164,51 +164,6 @@ class ConnectionCore : public runtime::IoHandler,
   runtime::TimePoint last_receive_{};  // when the last of them left
   std::optional<runtime::EventLoop::TimerId> claim_timer_;
   runtime::Fd closing_fd_;  // closed while a receiver or the writer uses it: closed when they leave
-};
-
-// The application's handle: forwards to the core; destroying it releases the core.
-class TcpConnection final : public Connection {
- public:
-  TcpConnection(std::shared_ptr<runtime::EventLoop> loop, std::shared_ptr<ConnectionCore> core)
-      : loop_(std::move(loop)), core_(std::move(core)) {}
-  ~TcpConnection() override { core_->release(); }
-  TcpConnection(const TcpConnection&) = delete;
-  TcpConnection& operator=(const TcpConnection&) = delete;
-
-  const ConnectionInfo& info() const override { return core_->info(); }
-  std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access) override {
-    return core_->register_memory(addr, length, access);
-  }
-  bool deregister_memory(std::uint32_t stag) override { return core_->deregister_memory(stag); }
-  std::optional<std::uint64_t> tagged_offset(std::uint32_t stag, const void* addr) const override {
-    return core_->tagged_offset(stag, addr);
-  }
-  std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) override {
-    return core_->post_send(wr);
-  }
-  std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) override {
-    return core_->post_recv(wr);
-  }
-  std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) override {
-    return core_->poll_completions(max, timeout);
-  }
-  ConnectionState state() const override { return core_->state(); }
-  std::string error_detail() const override { return core_->error_detail(); }
-  std::optional<wire::TerminateMessage> terminate_received() const override {
-    return core_->terminate_received();
-  }
-  std::optional<wire::MalformedTerminate> malformed_terminate_received() const override {
-    return core_->malformed_terminate_received();
-  }
-  std::optional<wire::TerminateMessage> terminate_sent() const override {
-    return core_->terminate_sent();
-  }
-  void disconnect(Millis timeout) override { core_->disconnect(timeout); }
-  void terminate(const wire::TerminateCause& cause) override { core_->terminate(cause); }
-
- private:
-  std::shared_ptr<runtime::EventLoop> loop_;  // keeps the event thread alive while we exist
-  std::shared_ptr<ConnectionCore> core_;
 };
 
 }  // namespace rdma_interop::transport::tcp

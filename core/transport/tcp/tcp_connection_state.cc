@@ -1,4 +1,4 @@
-#include "core/transport/tcp/connection_core.h"
+#include "core/transport/tcp/tcp_connection_state.h"
 
 #include <poll.h>
 #include <sys/epoll.h>
@@ -42,29 +42,29 @@ rdmap::EndpointLimits limits_of(const QpCaps& caps, const wire::FpduOptions& tx)
 // Holds mu_. Completions pushed meanwhile are announced once mu_ is free, so a consumer is
 // never woken into a lock its producer still holds.
 // The guard is what the transmitting thread lets go of around its sendmsg (transmit()).
-class ConnectionCore::Guard {
+class TcpConnectionState::Guard {
  public:
-  explicit Guard(const ConnectionCore& core) : core_(core), lock_(core.mu_) {
-    core_.held_ = &lock_;
+  explicit Guard(const TcpConnectionState& state) : state_(state), lock_(state.mu_) {
+    state_.held_ = &lock_;
   }
   ~Guard() {
-    const bool notify = std::exchange(core_.notify_pending_, false);
-    core_.held_ = nullptr;
+    const bool notify = std::exchange(state_.notify_pending_, false);
+    state_.held_ = nullptr;
     lock_.unlock();
-    if (notify) core_.cq_->notify();
+    if (notify) state_.cq_->notify();
   }
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
   std::unique_lock<std::mutex>& lock() { return lock_; }
 
  private:
-  const ConnectionCore& core_;
+  const TcpConnectionState& state_;
   std::unique_lock<std::mutex> lock_;
 };
 
-ConnectionCore::ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, ConnectionInfo info,
-                               cm::Handover handover, const QpCaps& caps,
-                               std::vector<std::uint8_t> unsent)
+TcpConnectionState::TcpConnectionState(runtime::EventLoop& loop, runtime::Fd fd,
+                                       ConnectionInfo info, cm::Handover handover,
+                                       const QpCaps& caps, std::vector<std::uint8_t> unsent)
     : loop_(loop),
       info_(std::move(info)),
       cq_(caps.cq ? caps.cq : std::make_shared<CompletionQueue>()),
@@ -85,9 +85,9 @@ ConnectionCore::ConnectionCore(runtime::EventLoop& loop, runtime::Fd fd, Connect
   }
 }
 
-ConnectionCore::~ConnectionCore() = default;
+TcpConnectionState::~TcpConnectionState() = default;
 
-int ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
+int TcpConnectionState::start(std::optional<runtime::EventLoop::Token> token) {
   Guard guard(*this);
   interest_ = EPOLLIN | (unsent_.empty() ? 0u : static_cast<std::uint32_t>(EPOLLOUT));
   if (token) {
@@ -96,8 +96,8 @@ int ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
   } else {
     const auto watched = loop_.watch(fd_.get(), interest_, shared_from_this());
     if (!watched) {
-      settle(ConnectionState::kError,
-             "cannot watch the socket: " + runtime::errno_text(watched.error()));
+      record_final_state(ConnectionState::kError,
+                         "cannot watch the socket: " + runtime::errno_text(watched.error()));
       close_socket(true);
       return watched.error();
     }
@@ -106,44 +106,44 @@ int ConnectionCore::start(std::optional<runtime::EventLoop::Token> token) {
   watching_ = true;
   const std::vector<std::uint8_t> leftover = std::move(leftover_);
   feed(leftover);
-  after_activity();
+  act_on_endpoint();
   return 0;
 }
 
 // ---- Application side ------------------------------------------------------------------
 
-std::uint32_t ConnectionCore::register_memory(void* addr, std::size_t length,
-                                              std::uint32_t access) {
+std::uint32_t TcpConnectionState::register_memory(void* addr, std::size_t length,
+                                                  std::uint32_t access) {
   std::lock_guard lock(mu_);
   return registry_.register_region(addr, length, access);
 }
 
-bool ConnectionCore::deregister_memory(std::uint32_t stag) {
+bool TcpConnectionState::deregister_memory(std::uint32_t stag) {
   std::lock_guard lock(mu_);
   return registry_.deregister(stag);
 }
 
-std::optional<std::uint64_t> ConnectionCore::tagged_offset(std::uint32_t stag,
-                                                           const void* addr) const {
+std::optional<std::uint64_t> TcpConnectionState::tagged_offset(std::uint32_t stag,
+                                                               const void* addr) const {
   std::lock_guard lock(mu_);
   return registry_.tagged_offset(stag, reinterpret_cast<std::uint64_t>(addr));
 }
 
-std::optional<rdmap::PostError> ConnectionCore::post_send(const rdmap::SendWr& wr) {
+std::optional<rdmap::PostError> TcpConnectionState::post_send(const rdmap::SendWr& wr) {
   Guard guard(*this);
   if (phase_ != Phase::kOpen || local_close_ || released_) return rdmap::PostError::kNotConnected;
   const auto error = endpoint_.post_send(wr);
   // Sent here, on the caller's thread (siw: "send directly if SQ processing is not in
   // progress"); what the socket does not take, EPOLLOUT lets the event thread finish.
   if (!error) {
-    after_activity();
+    act_on_endpoint();
   } else {
     drain_completions();
   }
   return error;
 }
 
-std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& wr) {
+std::optional<rdmap::PostError> TcpConnectionState::post_recv(const rdmap::RecvWr& wr) {
   Guard guard(*this);
   if (released_) return rdmap::PostError::kNotConnected;
   const auto error = endpoint_.post_recv(wr);
@@ -151,15 +151,15 @@ std::optional<rdmap::PostError> ConnectionCore::post_recv(const rdmap::RecvWr& w
   return error;
 }
 
-std::vector<rdmap::WorkCompletion> ConnectionCore::poll_completions(std::size_t max,
-                                                                    Millis timeout) {
+std::vector<rdmap::WorkCompletion> TcpConnectionState::poll_completions(std::size_t max,
+                                                                        Millis timeout) {
   // A shared queue is fed by the event thread: its waiter may belong to any connection.
   if (!own_cq_ || timeout <= Millis::zero()) return cq_->poll(max, timeout);
   return receive_and_wait(max, timeout);
 }
 
-std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t max,
-                                                                    Millis timeout) {
+std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::size_t max,
+                                                                        Millis timeout) {
   // Clamped: poll(2) takes an int of milliseconds, and now + Millis::max() overflows.
   timeout = std::min(timeout, kLongestWait);
   const auto deadline = runtime::Clock::now() + timeout;
@@ -188,7 +188,7 @@ std::vector<rdmap::WorkCompletion> ConnectionCore::receive_and_wait(std::size_t 
   }
 }
 
-int ConnectionCore::enter_receive(bool readable) {
+int TcpConnectionState::enter_receive(bool readable) {
   Guard guard(*this);
   if (phase_ == Phase::kClosed || released_) return -1;
   bool look = readable || !rx_drained_;
@@ -206,21 +206,21 @@ int ConnectionCore::enter_receive(bool readable) {
   return fd_.get();
 }
 
-void ConnectionCore::leave_receive() {
+void TcpConnectionState::leave_receive() {
   Guard guard(*this);
   --receivers_;
   last_receive_ = runtime::Clock::now();
   if (receivers_ == 0 && !tx_busy_) closing_fd_.reset();
 }
 
-void ConnectionCore::arm_claim_timer(runtime::TimePoint when) {
+void TcpConnectionState::arm_claim_timer(runtime::TimePoint when) {
   if (claim_timer_) return;
   claim_timer_ = loop_.add_timer(when, [weak = weak_from_this()] {
     if (const auto self = weak.lock()) self->on_claim_timer();
   });
 }
 
-void ConnectionCore::on_claim_timer() {
+void TcpConnectionState::on_claim_timer() {
   Guard guard(*this);
   claim_timer_.reset();
   if (!rx_claimed_ || phase_ == Phase::kClosed) return;
@@ -237,43 +237,43 @@ void ConnectionCore::on_claim_timer() {
   receive(true);
 }
 
-ConnectionState ConnectionCore::state() const {
+ConnectionState TcpConnectionState::state() const {
   std::lock_guard lock(mu_);
   if (final_state_) return *final_state_;
   return endpoint_.state() == rdmap::EndpointState::kRunning ? ConnectionState::kConnected
                                                              : ConnectionState::kError;
 }
 
-std::string ConnectionCore::error_detail() const {
+std::string TcpConnectionState::error_detail() const {
   std::lock_guard lock(mu_);
   return detail_;
 }
 
-std::optional<wire::TerminateMessage> ConnectionCore::terminate_received() const {
+std::optional<wire::TerminateMessage> TcpConnectionState::terminate_received() const {
   std::lock_guard lock(mu_);
   return endpoint_.terminate_received();
 }
 
-std::optional<wire::MalformedTerminate> ConnectionCore::malformed_terminate_received() const {
+std::optional<wire::MalformedTerminate> TcpConnectionState::malformed_terminate_received() const {
   std::lock_guard lock(mu_);
   return endpoint_.malformed_terminate_received();
 }
 
-std::optional<wire::TerminateMessage> ConnectionCore::terminate_sent() const {
+std::optional<wire::TerminateMessage> TcpConnectionState::terminate_sent() const {
   std::lock_guard lock(mu_);
   return endpoint_.terminate_sent();
 }
 
-void ConnectionCore::disconnect(Millis timeout) {
+void TcpConnectionState::disconnect(Millis timeout) {
   Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
   if (!local_close_) {
     local_close_ = true;
-    settle(ConnectionState::kClosed, "disconnected by the application");
+    record_final_state(ConnectionState::kClosed, "disconnected by the application");
     close_deadline_ = runtime::Clock::now() + timeout;
     // The event thread waits for the peer's FIN: it receives again.
     rx_claimed_ = false;
-    after_activity();
+    act_on_endpoint();
   }
   // The event thread resets the connection at the deadline; the margin covers its wakeup.
   // Completions the close produced (sends done) are announced before we sleep, not when
@@ -287,25 +287,26 @@ void ConnectionCore::disconnect(Millis timeout) {
   held_ = &guard.lock();  // other guards came and went while we waited
 }
 
-void ConnectionCore::terminate(const wire::TerminateCause& cause) {
+void TcpConnectionState::terminate(const wire::TerminateCause& cause) {
   Guard guard(*this);
   if (released_ || local_close_ || phase_ != Phase::kOpen ||
       endpoint_.state() != rdmap::EndpointState::kRunning) {
     return;
   }
   endpoint_.terminate_for_ulp(cause);
-  settle(ConnectionState::kError, "the application ended the connection: sent a Terminate: " +
-                                      wire::to_string(*endpoint_.terminate_sent()));
+  record_final_state(ConnectionState::kError,
+                     "the application ended the connection: sent a Terminate: " +
+                         wire::to_string(*endpoint_.terminate_sent()));
   rx_claimed_ = false;  // the event thread sees the stream close
-  after_activity();     // the flushes, the Terminate, then our FIN
+  act_on_endpoint();    // the flushes, the Terminate, then our FIN
 }
 
-void ConnectionCore::release() {
+void TcpConnectionState::release() {
   Guard guard(*this);
   if (phase_ != Phase::kClosed) {
     transmit();  // what the application already posted may still go out
     released_ = true;
-    settle(ConnectionState::kClosed, "the connection was destroyed by the application");
+    record_final_state(ConnectionState::kClosed, "the connection was destroyed by the application");
     close_socket(false);
   }
   // A writer on another thread may still be in sendmsg from registered memory.
@@ -323,19 +324,19 @@ void ConnectionCore::release() {
 
 // ---- Event thread ----------------------------------------------------------------------
 
-void ConnectionCore::on_io(std::uint32_t events) {
+void TcpConnectionState::on_io(std::uint32_t events) {
   const auto self = shared_from_this();
   Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
   receive((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) != 0);
 }
 
-void ConnectionCore::receive(bool read) {
+void TcpConnectionState::receive(bool read) {
   if (read) read_socket();
-  if (phase_ != Phase::kClosed) after_activity();
+  if (phase_ != Phase::kClosed) act_on_endpoint();
 }
 
-void ConnectionCore::read_socket() {
+void TcpConnectionState::read_socket() {
   // One buffer per thread, not per connection: a 256 KiB allocation is an mmap and munmap
   // per connection, and the decoder keeps what it still needs of a read.
   thread_local const std::unique_ptr<std::uint8_t[]> buffer =
@@ -354,16 +355,16 @@ void ConnectionCore::read_socket() {
   }
 }
 
-void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
+void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {
   if (stream_failed_ || released_) return;
   while (!octets.empty()) {
     auto step = decoder_.step(octets);
     if (!step) {
       // RFC 5044 s7: a framing error ends the stream; the endpoint sends the Terminate.
       stream_failed_ = true;
-      settle(ConnectionState::kError, "received a malformed FPDU (" +
-                                          std::string(wire::describe(step.error())) +
-                                          "); sent a Terminate");
+      record_final_state(ConnectionState::kError, "received a malformed FPDU (" +
+                                                      std::string(wire::describe(step.error())) +
+                                                      "); sent a Terminate");
       endpoint_.on_stream_error(step.error());
       return;
     }
@@ -372,7 +373,7 @@ void ConnectionCore::feed(std::span<const std::uint8_t> octets) {
   }
 }
 
-void ConnectionCore::transmit() {
+void TcpConnectionState::transmit() {
   // One thread writes at a time, with mu_ released around its syscalls (a sendmsg is the
   // longest thing done under mu_, and the event thread reading this socket, or another
   // poster, would wait for it). A thread that finds a writer leaves its FPDUs to it: the
@@ -388,7 +389,7 @@ void ConnectionCore::transmit() {
 }
 
 template <class Syscall>
-runtime::IoResult ConnectionCore::unlocked(Syscall&& syscall) {
+runtime::IoResult TcpConnectionState::unlocked(Syscall&& syscall) {
   std::unique_lock<std::mutex>* lock = held_;
   lock->unlock();
   const runtime::IoResult r = syscall();
@@ -400,13 +401,13 @@ runtime::IoResult ConnectionCore::unlocked(Syscall&& syscall) {
 // The FPDUs framed for one write, the ULPDUs they may point into, and the iovecs: the writing
 // thread's, not the connection's. Only the writer uses them, and only while it writes, so
 // one set per thread serves every connection (each would otherwise keep 3.4 KB of them).
-struct ConnectionCore::TxBatch {
+struct TcpConnectionState::TxBatch {
   std::array<rdmap::OutgoingUlpdu, 16> ulpdus;
   std::array<wire::FpduFrame, 16> frames;
   std::vector<iovec> iov;
 };
 
-void ConnectionCore::write_ready() {
+void TcpConnectionState::write_ready() {
   if (!write_unsent()) return;
   thread_local TxBatch batch;
   while (phase_ == Phase::kOpen) {
@@ -426,9 +427,10 @@ void ConnectionCore::write_ready() {
         // The endpoint segments by our max_ulpdu; a longer ULPDU is a bug, not a peer's doing.
         // (Sends whose last segment is in this unwritten batch have completed already: the
         // reset is what tells the application that nothing can be trusted.)
-        settle(ConnectionState::kError, "internal error: a ULPDU of " +
-                                            std::to_string(parts[0].size() + parts[1].size()) +
-                                            " octets exceeds the MULPDU; connection reset");
+        record_final_state(ConnectionState::kError,
+                           "internal error: a ULPDU of " +
+                               std::to_string(parts[0].size() + parts[1].size()) +
+                               " octets exceeds the MULPDU; connection reset");
         close_socket(true);
         return;
       }
@@ -444,7 +446,7 @@ void ConnectionCore::write_ready() {
   }
 }
 
-bool ConnectionCore::write_unsent() {
+bool TcpConnectionState::write_unsent() {
   while (unsent_offset_ < unsent_.size()) {
     const iovec part{unsent_.data() + unsent_offset_, unsent_.size() - unsent_offset_};
     const int fd = fd_.get();
@@ -463,7 +465,7 @@ bool ConnectionCore::write_unsent() {
   return true;
 }
 
-bool ConnectionCore::write_frames(TxBatch& batch, std::size_t count) {
+bool TcpConnectionState::write_frames(TxBatch& batch, std::size_t count) {
   std::vector<iovec>& iov = batch.iov;
   iov.clear();
   for (std::size_t i = 0; i < count; ++i) {
@@ -506,15 +508,16 @@ bool ConnectionCore::write_frames(TxBatch& batch, std::size_t count) {
   return false;
 }
 
-void ConnectionCore::after_activity() {
+void TcpConnectionState::act_on_endpoint() {
   transmit();
   drain_completions();
   if (const auto& t = endpoint_.terminate_received()) {
-    settle(ConnectionState::kError, "the peer sent a Terminate: " + wire::to_string(*t));
+    record_final_state(ConnectionState::kError,
+                       "the peer sent a Terminate: " + wire::to_string(*t));
   } else if (const auto& t = endpoint_.terminate_sent()) {
-    settle(ConnectionState::kError, "sent a Terminate: " + wire::to_string(*t));
+    record_final_state(ConnectionState::kError, "sent a Terminate: " + wire::to_string(*t));
   } else if (const auto& t = endpoint_.malformed_terminate_received()) {
-    settle(ConnectionState::kError, "the peer sent a " + wire::to_string(*t));
+    record_final_state(ConnectionState::kError, "the peer sent a " + wire::to_string(*t));
   }
   if (phase_ == Phase::kClosed) return;
   const bool terminating = endpoint_.state() != rdmap::EndpointState::kRunning;
@@ -530,19 +533,21 @@ void ConnectionCore::after_activity() {
   update_interest();
 }
 
-void ConnectionCore::on_peer_closed(bool reset, int err) {
+void TcpConnectionState::on_peer_closed(bool reset, int err) {
   if (phase_ == Phase::kClosed) return;
   if (reset) {
-    settle(ConnectionState::kError, "the connection was reset: " + runtime::errno_text(err));
+    record_final_state(ConnectionState::kError,
+                       "the connection was reset: " + runtime::errno_text(err));
   } else if (!decoder_.at_boundary() && !stream_failed_) {
-    settle(ConnectionState::kError, "the peer closed the connection in the middle of an FPDU");
+    record_final_state(ConnectionState::kError,
+                       "the peer closed the connection in the middle of an FPDU");
   } else {
-    settle(ConnectionState::kClosed, "the peer closed the connection");
+    record_final_state(ConnectionState::kClosed, "the peer closed the connection");
   }
   close_socket(false);
 }
 
-void ConnectionCore::close_socket(bool abortive) {
+void TcpConnectionState::close_socket(bool abortive) {
   if (phase_ == Phase::kClosed) return;
   if (close_timer_) {
     loop_.cancel_timer(*close_timer_);
@@ -580,18 +585,19 @@ void ConnectionCore::close_socket(bool abortive) {
   cv_.notify_all();
 }
 
-void ConnectionCore::arm_close_timer(runtime::TimePoint deadline) {
+void TcpConnectionState::arm_close_timer(runtime::TimePoint deadline) {
   if (close_timer_) return;
   close_timer_ = loop_.add_timer(deadline, [self = shared_from_this()] {
     Guard guard(*self);
     self->close_timer_.reset();
     if (self->phase_ == Phase::kClosed) return;
-    self->settle(ConnectionState::kError, "the peer did not close the connection in time");
+    self->record_final_state(ConnectionState::kError,
+                             "the peer did not close the connection in time");
     self->close_socket(true);
   });
 }
 
-void ConnectionCore::update_interest() {
+void TcpConnectionState::update_interest() {
   if (!watching_) return;
   const bool want_out = phase_ == Phase::kOpen && !unsent_.empty();
   const std::uint32_t want = (rx_claimed_ ? 0u : static_cast<std::uint32_t>(EPOLLIN)) |
@@ -601,7 +607,7 @@ void ConnectionCore::update_interest() {
   loop_.modify(token_, fd_.get(), interest_);
 }
 
-void ConnectionCore::drain_completions() {
+void TcpConnectionState::drain_completions() {
   // A writer's frames may point into the buffers of sends that completed when they were
   // framed: nothing is announced until it has written them (it drains when it is done).
   if (tx_busy_) return;
@@ -615,7 +621,7 @@ void ConnectionCore::drain_completions() {
   }
 }
 
-void ConnectionCore::settle(ConnectionState state, std::string detail) {
+void TcpConnectionState::record_final_state(ConnectionState state, std::string detail) {
   if (final_state_) return;
   final_state_ = state;
   detail_ = std::move(detail);
