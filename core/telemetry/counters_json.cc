@@ -102,4 +102,29 @@ Expected<credit::CreditCounters, std::string> credit_counters_from_json(const nl
   return from_json<credit::CreditCounters>(j, "credit");
 }
 
+nlohmann::ordered_json listener_to_json(const ListenerSnapshot& l) {
+  return {
+      {"local_address", l.local_address},
+      {"scheme", l.scheme},
+      {"overflow",
+       l.overflow ? nlohmann::ordered_json(overflow_text(*l.overflow)) : nlohmann::ordered_json()},
+      {"counters", counters_to_json(l.counters)},
+  };
+}
+
+nlohmann::ordered_json connection_to_json(const ConnectionSnapshot& c) {
+  return {
+      {"local_address", c.local_address},
+      {"peer_address", c.peer_address},
+      {"scheme", c.scheme},
+      {"peer", c.peer},
+      {"state", c.state},
+      {"queued", c.queued},
+      {"queue_limit", c.queue_limit},
+      {"held", c.held},
+      {"refused", c.refused},
+      {"credit", credit_counters_to_json(c.credit)},
+  };
+}
+
 }  // namespace rdma_interop::telemetry

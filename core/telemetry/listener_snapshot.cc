@@ -26,27 +26,11 @@ std::optional<cm::BacklogOverflow> parse_overflow(std::string_view text) {
 std::string to_json_text(const ProcessSnapshot& s) {
   nlohmann::ordered_json listeners = nlohmann::ordered_json::array();
   for (const auto& l : s.listeners) {
-    listeners.push_back({
-        {"local_address", l.local_address},
-        {"scheme", l.scheme},
-        {"overflow", l.overflow ? nlohmann::ordered_json(overflow_text(*l.overflow)) : nlohmann::ordered_json()},
-        {"counters", counters_to_json(l.counters)},
-    });
+    listeners.push_back(listener_to_json(l));
   }
   nlohmann::ordered_json connections = nlohmann::ordered_json::array();
   for (const auto& c : s.connections) {
-    connections.push_back({
-        {"local_address", c.local_address},
-        {"peer_address", c.peer_address},
-        {"scheme", c.scheme},
-        {"peer", c.peer},
-        {"state", c.state},
-        {"queued", c.queued},
-        {"queue_limit", c.queue_limit},
-        {"held", c.held},
-        {"refused", c.refused},
-        {"credit", credit_counters_to_json(c.credit)},
-    });
+    connections.push_back(connection_to_json(c));
   }
   const nlohmann::ordered_json doc = {
       {"schema", kSnapshotSchema},

@@ -124,20 +124,24 @@ WatchDelta::Row watch_row(const ConnectionRow& row) {
           std::move(figures)};
 }
 
+namespace {
+
+// A snapshot's row as the process published it (counters_json.h), then where it came from.
+template <class Row>
+nlohmann::ordered_json with_origin(nlohmann::ordered_json j, const Row& row) {
+  j["pid"] = row.pid;
+  j["process"] = row.process;
+  j["sequence"] = row.sequence;
+  j["wall_ms"] = row.wall_ms;
+  return j;
+}
+
+}  // namespace
+
 nlohmann::ordered_json to_json(const Report& r) {
   json listeners = json::array();
   for (const auto& row : r.listeners) {
-    const auto& l = row.listener;
-    listeners.push_back({
-        {"local_address", l.local_address},
-        {"scheme", l.scheme},
-        {"overflow", l.overflow ? json(telemetry::overflow_text(*l.overflow)) : json()},
-        {"pid", row.pid},
-        {"process", row.process},
-        {"sequence", row.sequence},
-        {"wall_ms", row.wall_ms},
-        {"counters", telemetry::counters_to_json(l.counters)},
-    });
+    listeners.push_back(with_origin(telemetry::listener_to_json(row.listener), row));
   }
   json kernel = json::array();
   if (r.kernel) {
@@ -234,23 +238,7 @@ std::string to_text(const Report& r, const WatchMarks* marks) {
 nlohmann::ordered_json to_json(const ConnectionReport& r) {
   json connections = json::array();
   for (const auto& row : r.connections) {
-    const auto& c = row.connection;
-    connections.push_back({
-        {"local_address", c.local_address},
-        {"peer_address", c.peer_address},
-        {"scheme", c.scheme},
-        {"peer", c.peer},
-        {"state", c.state},
-        {"queued", c.queued},
-        {"queue_limit", c.queue_limit},
-        {"held", c.held},
-        {"refused", c.refused},
-        {"pid", row.pid},
-        {"process", row.process},
-        {"sequence", row.sequence},
-        {"wall_ms", row.wall_ms},
-        {"credit", telemetry::credit_counters_to_json(c.credit)},
-    });
+    connections.push_back(with_origin(telemetry::connection_to_json(row.connection), row));
   }
   return {{"schema", kConnectionReportSchema},
           {"run_dir", r.run_dir},

@@ -81,19 +81,11 @@ std::string pd_text(const wire::MpaFrame& frame) {
 }
 
 // A refusal in the traits' vocabulary (fingerprint.h): rejected, reset, closed, silent.
+// Only a Reply reads differently there: a Reject is "rejected"; every other kind keeps the
+// name raw_mpa_client.h gives it.
 std::string trait_form(const RawAnswer& a) {
-  switch (a.kind) {
-    case RawAnswer::Kind::kReply:
-      return a.reply && a.reply->reject ? "rejected" : "reply";
-    case RawAnswer::Kind::kReset:
-      return "reset";
-    case RawAnswer::Kind::kClosed:
-      return "closed";
-    case RawAnswer::Kind::kSilent:
-      return "silent";
-    default:
-      return std::string(kind_name(a.kind));
-  }
+  if (a.kind == RawAnswer::Kind::kReply && a.reply && a.reply->reject) return "rejected";
+  return std::string(kind_name(a.kind));
 }
 
 // The same for a connection: rejected, reset, closed, silent, or terminate (a Reply, then a

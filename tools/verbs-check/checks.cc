@@ -174,6 +174,17 @@ Outcome error_outcome(std::string detail) {
   return o;
 }
 
+// The server's check of what it received: "verdict ok", or "verdict " and what was wrong.
+Outcome verdict_outcome(const std::string& verdict, std::string ok_detail,
+                        const std::string& fail_prefix) {
+  Outcome o;
+  o.ok = verdict == "verdict ok";
+  o.result = o.ok ? "pass" : "fail";
+  o.got = o.ok ? "verified" : "corrupted";
+  o.detail = o.ok ? std::move(ok_detail) : fail_prefix + verdict.substr(8);
+  return o;
+}
+
 Outcome status_outcome(const rdmap::WorkCompletion& wc, WcStatus expected, std::string detail) {
   Outcome o;
   o.got = std::string(rdmap::wc_status_name(wc.status));
@@ -289,12 +300,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     }
     auto verdict = link.receive_text(why);
     if (!verdict) return error_outcome("no verdict from the server: " + why);
-    Outcome o;
-    o.ok = *verdict == "verdict ok";
-    o.result = o.ok ? "pass" : "fail";
-    o.got = o.ok ? "verified" : "corrupted";
-    o.detail = o.ok ? "4096 octets each way verified" : "client to server: " + verdict->substr(8);
-    return o;
+    return verdict_outcome(*verdict, "4096 octets each way verified", "client to server: ");
   }
 
   if (name == "write") {
@@ -315,12 +321,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     }
     auto verdict = link.receive_text(why);
     if (!verdict) return error_outcome("no verdict from the server: " + why);
-    Outcome o;
-    o.ok = *verdict == "verdict ok";
-    o.result = o.ok ? "pass" : "fail";
-    o.got = o.ok ? "verified" : "corrupted";
-    o.detail = o.ok ? "65536 octets written and verified by the server" : verdict->substr(8);
-    return o;
+    return verdict_outcome(*verdict, "65536 octets written and verified by the server", "");
   }
 
   if (name == "read") {
