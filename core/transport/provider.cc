@@ -1,7 +1,6 @@
 #include "core/transport/provider.h"
 
-#include "core/transport/tcp/tcp_provider.h"
-#include "core/transport/verbs/verbs_provider.h"
+#include "core/transport/provider_registry.h"
 #include "core/wire/terminate.h"
 
 namespace rdma_interop::transport {
@@ -49,10 +48,9 @@ std::string to_string(const ConnectError& e) {
 }
 
 Expected<std::unique_ptr<Provider>, std::string> open_provider(std::string_view scheme) {
-  if (scheme == "tcp") return tcp::make_tcp_provider();
-  if (scheme == "verbs") return verbs::make_verbs_provider();
-  return unexpected("no provider for scheme '" + std::string(scheme) +
-                    "': this build has tcp and verbs (sim is not built yet)");
+  if (const ProviderEntry* entry = find_provider(scheme)) return entry->open();
+  return unexpected("no provider for scheme '" + std::string(scheme) + "': this build has " +
+                    known_schemes());
 }
 
 }  // namespace rdma_interop::transport

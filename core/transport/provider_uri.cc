@@ -5,12 +5,11 @@
 #include <cctype>
 #include <charconv>
 
+#include "core/transport/provider_registry.h"
 #include "core/transport/verbs/verbs_options.h"
 
 namespace rdma_interop::transport {
 namespace {
-
-constexpr std::array<std::string_view, 3> kKnownSchemes = {"tcp", "verbs", "sim"};
 
 bool is_scheme_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
@@ -194,9 +193,8 @@ std::string ProviderUri::to_string() const {
 Expected<ProviderUri, std::string> parse_provider_uri(std::string_view uri) {
   const auto sep = uri.find("://");
   if (sep == std::string_view::npos) {
-    return unexpected("provider URI '" + std::string(uri) +
-                      "' has no scheme: expected tcp://ADDRESS:PORT, verbs://ADDRESS:PORT, "
-                      "verbs://DEVICE or sim://OPTIONS");
+    return unexpected("provider URI '" + std::string(uri) + "' has no scheme: expected " +
+                      known_uri_forms());
   }
   const std::string_view scheme = uri.substr(0, sep);
   const std::string_view rest = uri.substr(sep + 3);
@@ -204,9 +202,9 @@ Expected<ProviderUri, std::string> parse_provider_uri(std::string_view uri) {
     return unexpected("provider URI scheme '" + std::string(scheme) +
                       "' must be lower-case letters and digits");
   }
-  if (std::find(kKnownSchemes.begin(), kKnownSchemes.end(), scheme) == kKnownSchemes.end()) {
-    return unexpected("unknown provider scheme '" + std::string(scheme) +
-                      "': known schemes are tcp, verbs and sim");
+  if (find_provider(scheme) == nullptr && scheme != "sim") {
+    return unexpected("unknown provider scheme '" + std::string(scheme) + "': known schemes are " +
+                      known_schemes());
   }
   if (scheme == "tcp") return parse_tcp(rest, uri);
   if (scheme == "verbs") return parse_verbs(rest, uri);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include "core/transport/provider_registry.h"
+
 namespace rdma_interop::mesh {
 
 bool valid_node_name(std::string_view name) {
@@ -34,8 +36,9 @@ std::string check_config(const MeshConfig& c) {
   if (!valid_node_name(c.name)) {
     return "--name '" + c.name + "' is not 1-64 characters of A-Z a-z 0-9 _ . -";
   }
-  if (c.listen.scheme != "tcp" && c.listen.scheme != "verbs") {
-    return "--listen " + c.listen.to_string() + ": a tcp:// (or verbs://) URI is needed";
+  if (transport::find_provider(c.listen.scheme) == nullptr) {
+    return "--listen " + c.listen.to_string() +
+           ": a provider's URI is needed: " + transport::known_uri_forms();
   }
   if (c.listen.scheme == "tcp" && c.listen.port == 0) {
     return "--listen " + c.listen.to_string() +

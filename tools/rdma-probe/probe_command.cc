@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/personality/file_loader.h"
+#include "core/transport/provider_registry.h"
 #include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
@@ -32,8 +33,9 @@ int run_probe(const ProbeOptions& options) {
     print_usage_error("probe", options.uri + ": " + uri.error());
     return kExitUsage;
   }
-  if (uri->scheme != "tcp" && uri->scheme != "verbs") {
-    print_usage_error("probe", options.uri + ": rdma-probe probes tcp:// and verbs:// peers");
+  if (transport::find_provider(uri->scheme) == nullptr) {
+    print_usage_error("probe", options.uri + ": rdma-probe probes the peers of a provider: " +
+                                   transport::known_uri_forms());
     return kExitUsage;
   }
   if (uri->port == 0) {

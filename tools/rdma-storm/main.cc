@@ -17,6 +17,7 @@
 
 #include "core/personality/file_loader.h"
 #include "core/transport/provider.h"
+#include "core/transport/provider_registry.h"
 #include "core/util/json_text.h"
 #include "tools/common/duration_option.h"
 #include "tools/common/exit_status.h"
@@ -193,12 +194,12 @@ int main(int argc, char** argv) {
 
   auto target = transport::parse_provider_uri(uri_text);
   const bool usable =
-      target && (target->scheme == "tcp" || target->scheme == "verbs") && target->port != 0;
+      target && transport::find_provider(target->scheme) != nullptr && target->port != 0;
   if (!usable) {
-    std::fprintf(stderr, "rdma-storm: error: %s: %s\n", uri_text.c_str(),
-                 target ? "a tcp://ADDR:PORT or verbs://ADDR:PORT URI with a non-zero port is "
-                          "needed"
-                        : target.error().c_str());
+    const std::string why = target ? "a URI with a non-zero port and the scheme of a provider (" +
+                                         transport::known_schemes() + ") is needed"
+                                   : target.error();
+    std::fprintf(stderr, "rdma-storm: error: %s: %s\n", uri_text.c_str(), why.c_str());
     return tools::kExitUsage;
   }
   if (target->scheme == "verbs" && config.raw_tcp) {
