@@ -1,6 +1,6 @@
 // xrc_scenario.h - one seeded random life of an XRC receive node, checked as it runs.
 //
-// From a seed: a receive node running SimXrcNode, two to four sender nodes joined to it by
+// From a seed: a receive node running XrcNode, two to four sender nodes joined to it by
 // two paths each, and a few seconds (virtual) of processes opening and closing domains and
 // target QPs and crashing, senders sending, dying and disconnecting, paths failing (APM
 // migrations), partitions healing, a sender node crashing. Then every sender and process
