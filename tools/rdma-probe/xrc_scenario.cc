@@ -1,4 +1,4 @@
-#include "core/transport/sim/xrc_scenario.h"
+#include "tools/rdma-probe/xrc_scenario.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,11 @@
 #include "core/sim/random.h"
 #include "core/sim/xrc_node.h"
 
-namespace rdma_interop::sim {
+namespace rdma_interop::probe {
+
+// The scenario is written in the simulator's vocabulary (Fabric, NodeId, Qpn, TimePoint...).
+using namespace sim;
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -510,4 +514,4 @@ xrc::ProbeConfig xrc_scenario_probe(std::uint64_t seed) {
   return draw_probe(rng);
 }
 
-}  // namespace rdma_interop::sim
+}  // namespace rdma_interop::probe
