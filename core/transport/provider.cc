@@ -30,7 +30,7 @@ Expected<std::unique_ptr<Provider>, std::string> open_provider(std::string_view 
   if (scheme == "tcp") return tcp::make_tcp_provider();
   if (scheme == "verbs") return verbs::make_verbs_provider();
   return unexpected("no provider for scheme '" + std::string(scheme) +
-                    "': this build has tcp and verbs (sim is not built yet)");
+                    "': this build has tcp and verbs");
 }
 
 }  // namespace rdma_interop::transport

@@ -1,7 +1,6 @@
 #include "core/transport/provider_uri.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <charconv>
 
@@ -9,8 +8,6 @@
 
 namespace rdma_interop::transport {
 namespace {
-
-constexpr std::array<std::string_view, 3> kKnownSchemes = {"tcp", "verbs", "sim"};
 
 bool is_scheme_char(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
 
@@ -195,8 +192,8 @@ Expected<ProviderUri, std::string> parse_provider_uri(std::string_view uri) {
   const auto sep = uri.find("://");
   if (sep == std::string_view::npos) {
     return unexpected("provider URI '" + std::string(uri) +
-                      "' has no scheme: expected tcp://ADDRESS:PORT, verbs://ADDRESS:PORT, "
-                      "verbs://DEVICE or sim://OPTIONS");
+                      "' has no scheme: expected tcp://ADDRESS:PORT, verbs://ADDRESS:PORT or "
+                      "verbs://DEVICE");
   }
   const std::string_view scheme = uri.substr(0, sep);
   const std::string_view rest = uri.substr(sep + 3);
@@ -204,14 +201,10 @@ Expected<ProviderUri, std::string> parse_provider_uri(std::string_view uri) {
     return unexpected("provider URI scheme '" + std::string(scheme) +
                       "' must be lower-case letters and digits");
   }
-  if (std::find(kKnownSchemes.begin(), kKnownSchemes.end(), scheme) == kKnownSchemes.end()) {
-    return unexpected("unknown provider scheme '" + std::string(scheme) +
-                      "': known schemes are tcp, verbs and sim");
-  }
   if (scheme == "tcp") return parse_tcp(rest, uri);
   if (scheme == "verbs") return parse_verbs(rest, uri);
-  if (rest.empty()) return unexpected(std::string(scheme) + " URI needs a setting: sim://seed=N");
-  return ProviderUri{std::string(scheme), std::string(rest), 0};
+  return unexpected("unknown provider scheme '" + std::string(scheme) +
+                    "': known schemes are tcp and verbs");
 }
 
 }  // namespace rdma_interop::transport
