@@ -38,8 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import OURS_TO_SIW, add_case, attach_crashes
-from fault_client import (
+
+from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
+from rdma_interop.wire import MpaFrame, ReadRequest
+
+from tests.support.guest import GUEST_SIW_ADDRESS, Guest, GuestError, GuestJob, KernelCrash
+
+from .fault_client import (
     OUR_SOURCE,
     RDMA_INFO,
     RPING_SIZE,
@@ -50,11 +55,8 @@ from fault_client import (
     answer_read,
     start_ping,
 )
-from guest import GUEST_SIW_ADDRESS, Guest, GuestError, GuestJob, KernelCrash
-from terminate_check import RULES, Verdict, judge
-
-from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
-from rdma_interop.wire import MpaFrame, ReadRequest
+from .kernel_matrix import OURS_TO_SIW, add_case, attach_crashes
+from .terminate_check import RULES, Verdict, judge
 
 GUEST_PORT = 7001
 #: How long we wait for the kernel's answer to a fault (TCG guest on a shared host).
