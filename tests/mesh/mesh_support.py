@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.json_lines import JsonLines
+from tests.support.json_lines import JsonLines, PrintsJsonLines
 
 
 #: DDP untagged buffer error "no buffer" (RFC 5041 s7.2): layer DDP (1), etype untagged (2),
@@ -28,7 +28,7 @@ NO_BUFFER_TERMINATE = {"layer": 1, "etype": 2, "code": 2}
 
 
 @dataclass
-class MeshNode:
+class MeshNode(PrintsJsonLines):
     """One `rdma-mesh node --json` process and the lines it printed."""
 
     name: str
@@ -42,14 +42,6 @@ class MeshNode:
     @property
     def pid(self) -> int:
         return self.process.pid
-
-    @property
-    def lines(self) -> list[dict[str, Any]]:
-        return self.output.lines
-
-    @property
-    def stderr_lines(self) -> list[str]:
-        return self.output.stderr_lines
 
     def wait_event(self, event: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.json_lines import JsonLines
+from tests.support.json_lines import JsonLines, PrintsJsonLines
 
 PERSONALITY = Path(__file__).resolve().parent / "personalities" / "storm.json"
 #: How often backlog-stat and VmRSS are sampled during a storm.
@@ -53,7 +53,7 @@ class Sample:
 
 
 @dataclass
-class StormServer:
+class StormServer(PrintsJsonLines):
     """`rdma-probe serve` with a backlog policy on a lab host, its JSON lines and samplers."""
 
     host: Any
@@ -72,14 +72,6 @@ class StormServer:
     @property
     def uri(self) -> str:
         return f"tcp://{self.address}"
-
-    @property
-    def lines(self) -> list[dict[str, Any]]:
-        return self.output.lines
-
-    @property
-    def stderr_lines(self) -> list[str]:
-        return self.output.stderr_lines
 
     @classmethod
     def start(cls, host: Any, probe: str, backlog_stat: str | None, run_dir: Path, *,

@@ -61,3 +61,18 @@ class JsonLines:
         assert self.process.stderr is not None
         for line in self.process.stderr:
             self.stderr_lines.append(line.rstrip())
+
+
+class PrintsJsonLines:
+    """A base for a handle on one process read through `output` (a JsonLines): its lines and
+    stderr lines as the handle's own."""
+
+    output: JsonLines
+
+    @property
+    def lines(self) -> list[dict[str, Any]]:
+        return self.output.lines
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return self.output.stderr_lines

@@ -27,10 +27,9 @@ def _runnable(path: Path) -> bool:
 
 
 def find_tool(name: str) -> Path | None:
-    """`name` to run on this machine, or None: the build tree's (build_dir()); when
-    $RDMA_INTEROP_BUILD does not name one, else the one on PATH, else the newest build*/
-    tree's in the repository. A tree named by $RDMA_INTEROP_BUILD is the only place looked:
-    the tests must not run another build's binary in its place."""
+    """`name` to run on this machine, or None. A build tree named by $RDMA_INTEROP_BUILD is
+    the only place looked (the tests must not run another build's binary in its place);
+    otherwise build/ in the repository, then PATH, then the newest build*/ tree."""
     candidates = _in_tree(build_dir(), name)
     if not build_dir_named():
         on_path = shutil.which(name)
