@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "value_class.h"
 #include "core/cm/backlog_counters.h"
 #include "core/cm/cm_failure.h"
 #include "core/cm/listen_backlog.h"
@@ -409,15 +410,16 @@ void bind_connection(py::module_& m) {
 
   using transport::CompletionQueue;
   using transport::CompletionQueueCounters;
-  py::class_<CompletionQueueCounters>(m, "CompletionQueueCounters")
-      .def(py::init<>())
-      .def_readonly("entries", &CompletionQueueCounters::entries)
-      .def_readonly("depth", &CompletionQueueCounters::depth)
-      .def_readonly("high_water", &CompletionQueueCounters::high_water)
-      .def_readonly("pushed", &CompletionQueueCounters::pushed)
-      .def_readonly("polled", &CompletionQueueCounters::polled)
-      .def_readonly("overruns", &CompletionQueueCounters::overruns)
-      .def(py::self == py::self);
+  ValueClass<CompletionQueueCounters>(m, "CompletionQueueCounters",
+                                      "A consistent snapshot of a completion queue's figures.")
+      .readonly("entries", &CompletionQueueCounters::entries, "the size; 0: unbounded")
+      .readonly("depth", &CompletionQueueCounters::depth, "completions waiting to be polled")
+      .readonly("high_water", &CompletionQueueCounters::high_water, "most ever waiting at once")
+      .readonly("pushed", &CompletionQueueCounters::pushed, "completions queued")
+      .readonly("polled", &CompletionQueueCounters::polled, "completions handed out")
+      .readonly("overruns", &CompletionQueueCounters::overruns,
+                "completions lost because the queue was full")
+      .done();
 
   // Held by shared_ptr: connections created with it (QpCaps.cq) keep a reference of their own.
   py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(m, "CompletionQueue")
@@ -620,29 +622,51 @@ void bind_provider_objects(py::module_& m) {
           [](ListenOptions& o, std::int64_t ms) { o.overflow_timeout = Millis(ms); });
 
   using cm::BacklogCounters;
-  py::class_<BacklogCounters>(m, "BacklogCounters")
-      .def(py::init<>())
-      .def_readwrite("backlog", &BacklogCounters::backlog)
-      .def_readwrite("pending", &BacklogCounters::pending)
-      .def_readwrite("high_water", &BacklogCounters::high_water)
-      .def_readwrite("requests", &BacklogCounters::requests)
-      .def_readwrite("accepted", &BacklogCounters::accepted)
-      .def_readwrite("rejected_by_app", &BacklogCounters::rejected_by_app)
-      .def_readwrite("pending_expired", &BacklogCounters::pending_expired)
-      .def_readwrite("pending_aborted", &BacklogCounters::pending_aborted)
-      .def_readwrite("overflow_rejected", &BacklogCounters::overflow_rejected)
-      .def_readwrite("overflow_waiting", &BacklogCounters::overflow_waiting)
-      .def_readwrite("overflow_dropped", &BacklogCounters::overflow_dropped)
-      .def_readwrite("half_open", &BacklogCounters::half_open)
-      .def_readwrite("half_open_limit", &BacklogCounters::half_open_limit)
-      .def_readwrite("half_open_opened", &BacklogCounters::half_open_opened)
-      .def_readwrite("half_open_completed", &BacklogCounters::half_open_completed)
-      .def_readwrite("half_open_expired", &BacklogCounters::half_open_expired)
-      .def_readwrite("half_open_aborted", &BacklogCounters::half_open_aborted)
-      .def_readwrite("half_open_evicted", &BacklogCounters::half_open_evicted)
+  ValueClass<BacklogCounters> counters(
+      m, "BacklogCounters",
+      "What a listener's backlog has seen (core/cm/backlog_counters.h), exact under any "
+      "interleaving; broken_invariant() says which invariant fails, if any.");
+  counters.readonly("backlog", &BacklogCounters::backlog, "slots (the listen() argument)")
+      .readonly("pending", &BacklogCounters::pending, "Requests holding a slot now")
+      .readonly("high_water", &BacklogCounters::high_water, "most slots ever held at once")
+      .readonly("requests", &BacklogCounters::requests, "valid Requests received")
+      .readonly("accepted", &BacklogCounters::accepted, "the application accepted (Reply sent)")
+      .readonly("rejected_by_app", &BacklogCounters::rejected_by_app,
+                "the application rejected")
+      .readonly("pending_expired", &BacklogCounters::pending_expired,
+                "held a slot, the application never decided in time")
+      .readonly("pending_aborted", &BacklogCounters::pending_aborted,
+                "held a slot, the peer went away before a decision")
+      .readonly("overflow_rejected", &BacklogCounters::overflow_rejected,
+                "over the backlog, answered with the overflow Reject")
+      .readonly("overflow_waiting", &BacklogCounters::overflow_waiting,
+                "drop policy: unanswered, waiting for a slot now")
+      .readonly("overflow_dropped", &BacklogCounters::overflow_dropped,
+                "drop policy: expired or the peer gave up waiting")
+      .readonly("half_open", &BacklogCounters::half_open,
+                "TCP connections without a complete Request now")
+      .readonly("half_open_limit", &BacklogCounters::half_open_limit,
+                "most half-open connections kept at once")
+      .readonly("half_open_opened", &BacklogCounters::half_open_opened)
+      .readonly("half_open_completed", &BacklogCounters::half_open_completed,
+                "their Request arrived (counted in requests)")
+      .readonly("half_open_expired", &BacklogCounters::half_open_expired,
+                "no complete Request within the request timeout")
+      .readonly("half_open_aborted", &BacklogCounters::half_open_aborted,
+                "the peer closed, or sent garbage, first")
+      .readonly("half_open_evicted", &BacklogCounters::half_open_evicted,
+                "the oldest, closed to make room: the queue was full");
+  counters.cls()
+      .def_property_readonly(
+          "tcp_accepted", [](const BacklogCounters& c) { return c.half_open_opened; },
+          "TCP connections the listener accepted (every one starts half-open).")
       .def("broken_invariant", &BacklogCounters::broken_invariant,
            "Empty when every invariant of backlog_counters.h holds, else which is broken.")
-      .def(py::self == py::self);
+      .def(
+          "invariants_hold",
+          [](const BacklogCounters& c) { return c.broken_invariant().empty(); },
+          "True when broken_invariant() is empty.");
+  counters.done();
 
   // keep_alive<0, 1>: what a call returns keeps the object it came from alive (a connection
   // its pending request, listener and provider), whatever the provider does internally.

@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import Any
 
 from rdma_interop import _core
+from rdma_interop._core import BacklogCounters, CompletionQueueCounters
 from rdma_interop.errors import TerminateCause, TermLayer
 from rdma_interop.wire import MpaFrame, Terminate
 
@@ -687,18 +688,6 @@ class InitialRecv:
     wr_id: int = 0
 
 
-@dataclass(frozen=True)
-class CompletionQueueCounters:
-    """A consistent snapshot of a completion queue's figures."""
-
-    entries: int  # the size; 0: unbounded
-    depth: int  # completions waiting to be polled
-    high_water: int  # most ever waiting at once
-    pushed: int  # completions queued
-    polled: int  # completions handed out
-    overruns: int  # completions lost because the queue was full
-
-
 class CompletionQueue:
     """A completion queue that several connections may share (``QpCaps(cq=...)``), as
     queue pairs share an ibv_cq: every connection on it completes into it, and polling it, or
@@ -732,9 +721,8 @@ class CompletionQueue:
 
     @property
     def counters(self) -> CompletionQueueCounters:
-        c = self._core.counters
-        return CompletionQueueCounters(entries=c.entries, depth=c.depth, high_water=c.high_water,
-                                       pushed=c.pushed, polled=c.polled, overruns=c.overruns)
+        """A consistent snapshot of the queue's figures."""
+        return self._core.counters
 
     def __repr__(self) -> str:
         return f"CompletionQueue(entries={self.entries})"
@@ -988,55 +976,6 @@ class ListenOptions:
         return core
 
 
-@dataclass(frozen=True)
-class BacklogCounters:
-    """What a listener's backlog has seen (core/cm/backlog_counters.h), exact:
-    ``requests == pending + overflow_waiting + accepted + rejected_by_app + pending_expired
-    + pending_aborted + overflow_rejected + overflow_dropped`` and ``half_open_opened ==
-    half_open + half_open_completed + half_open_expired + half_open_aborted +
-    half_open_evicted``; ``pending <= high_water <= backlog`` (broken_invariant() says which
-    fails)."""
-
-    backlog: int
-    pending: int
-    high_water: int
-    requests: int
-    accepted: int
-    rejected_by_app: int
-    pending_expired: int
-    pending_aborted: int
-    overflow_rejected: int
-    overflow_waiting: int
-    overflow_dropped: int
-    half_open: int
-    half_open_limit: int
-    half_open_opened: int
-    half_open_completed: int
-    half_open_expired: int
-    half_open_aborted: int
-    half_open_evicted: int
-
-    @property
-    def tcp_accepted(self) -> int:
-        """TCP connections the listener accepted (every one starts half-open)."""
-        return self.half_open_opened
-
-    def broken_invariant(self) -> str:
-        """Empty when every invariant holds, else which is broken (the C++ check,
-        BacklogCounters::broken_invariant: the one copy of the invariants)."""
-        core = _core.BacklogCounters()
-        for f in self.__dataclass_fields__:
-            setattr(core, f, getattr(self, f))
-        return str(core.broken_invariant())
-
-    def invariants_hold(self) -> bool:
-        return not self.broken_invariant()
-
-    @classmethod
-    def _from_core(cls, core: Any) -> BacklogCounters:
-        return cls(**{f: int(getattr(core, f)) for f in cls.__dataclass_fields__})
-
-
 #: The old name: a listener's counters are its backlog's.
 ListenerCounters = BacklogCounters
 
@@ -1078,7 +1017,7 @@ class Listener:
     @property
     def counters(self) -> BacklogCounters:
         """A consistent snapshot of the backlog's counters."""
-        return BacklogCounters._from_core(self._core.counters)
+        return self._core.counters
 
     def take_backlog_events(self) -> list[BacklogEvent]:
         """backlog_added / backlog_removed since the last call, oldest first (at most 4096
