@@ -317,8 +317,7 @@ void bind_counters(py::module_& m) {
                 "initial + every grant received")
       .readonly("sent", &CreditCounters::sent, "data messages sent")
       .readonly("updates_sent", &CreditCounters::updates_sent, "standalone credit updates sent")
-      .readonly("stalls_no_credit", &CreditCounters::stalls_no_credit,
-                "a message found no credit")
+      .readonly("stalls_no_credit", &CreditCounters::stalls_no_credit, "a message found no credit")
       .readonly("stalls_no_slot", &CreditCounters::stalls_no_slot, "a message found no send slot")
       .readonly("update_stalls", &CreditCounters::update_stalls,
                 "an update found no control credit or slot")

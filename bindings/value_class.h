@@ -110,8 +110,10 @@ class ValueClass {
         },
         "A copy with the given fields changed (as dataclasses.replace).");
     if constexpr (std::equality_comparable<T>) {
-      cls_.def("__eq__", [](const T& a, const T& b) { return a == b; }, py::is_operator());
-      cls_.def("__ne__", [](const T& a, const T& b) { return !(a == b); }, py::is_operator());
+      cls_.def(
+          "__eq__", [](const T& a, const T& b) { return a == b; }, py::is_operator());
+      cls_.def(
+          "__ne__", [](const T& a, const T& b) { return !(a == b); }, py::is_operator());
     }
     py::tuple names(fields->size());
     for (std::size_t i = 0; i < fields->size(); ++i) names[i] = py::str((*fields)[i].first);
@@ -122,8 +124,8 @@ class ValueClass {
       for (auto field : self.attr("_fields")) {
         if (!first) out += ", ";
         first = false;
-        out += py::cast<std::string>(field) + "=" +
-               py::cast<std::string>(py::repr(self.attr(field)));
+        out +=
+            py::cast<std::string>(field) + "=" + py::cast<std::string>(py::repr(self.attr(field)));
       }
       return out + ")";
     });

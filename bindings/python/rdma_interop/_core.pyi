@@ -6,6 +6,20 @@
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from rdma_interop.policy_enums import (
+    Crc,
+    NoCommonRtr,
+    OnMalformed,
+    OnNewerRevision,
+    Overflow,
+    PeerToPeer,
+    Refusal,
+    Rtr,
+    RtrCheck,
+    RtrFromReply,
+    RtrReply,
+)
+
 _V = TypeVar("_V")
 
 class _Value:  # stub only: no such class in the module
@@ -17,6 +31,92 @@ class _Value:  # stub only: no such class in the module
     def __eq__(self, other: object) -> bool: ...
 
 # ---- provider_bindings.cc ------------------------------------------------------------------
+
+# A policy enum field also takes its value's name (crc="want"), an RTR set any iterable.
+class MpaPolicy(_Value):
+    revision: int
+    crc: Crc
+    markers_wanted: bool
+    markers_supported: bool
+    peer_to_peer: PeerToPeer
+    rtr_offer: frozenset[Rtr]
+    rtr_accepted: frozenset[Rtr] | None
+    rtr_preference: tuple[Rtr, ...]
+    rtr_reply: RtrReply
+    no_common_rtr: NoCommonRtr
+    rtr_check: RtrCheck
+    rtr_from_reply: RtrFromReply
+    rtr_in_revision1: bool
+    read_rtr_sink_stag: int
+    read_rtr_source_stag: int
+    refuse_zero_stag_read_rtr: bool
+    ird: int
+    ord: int
+    strict_ird_ord: bool
+    private_data_limit: int
+    reject_reserved_bits: bool
+    fallback_to_revision1: bool
+    on_newer_revision: OnNewerRevision
+    refuse_with: Refusal
+    on_malformed_frame: OnMalformed
+    echo_reserved_bits: bool
+    extension_bits: int
+    ird_ord_sentinel: bool
+    send_rtr: bool
+    request_timeout_ms: int
+    reply_timeout_ms: int
+    rtr_timeout_ms: int
+    first_fpdu_delay_ms: int
+    def problems(self) -> list[str]: ...
+    @staticmethod
+    def from_personality(name_or_path: str, dirs: list[str] | None = ...) -> MpaPolicy: ...
+
+class NegotiatedParams(_Value):
+    @property
+    def revision(self) -> int: ...
+    @property
+    def crc(self) -> bool: ...
+    @property
+    def markers_to_peer(self) -> bool: ...
+    @property
+    def markers_from_peer(self) -> bool: ...
+    @property
+    def enhanced(self) -> bool: ...
+    @property
+    def peer_to_peer(self) -> bool: ...
+    @property
+    def rtr(self) -> Rtr | None: ...
+    @property
+    def ird(self) -> int: ...
+    @property
+    def ord(self) -> int: ...
+    @property
+    def peer_ird(self) -> int: ...
+    @property
+    def peer_ord(self) -> int: ...
+    peer_private_data: bytes
+    def to_json(self) -> dict[str, Any]: ...
+
+class Personality(_Value):
+    name: str
+    description: str
+    mpa: MpaPolicy
+    private_data: bytes
+    source_path: str
+    source_file: str
+    source_version: str
+    def to_json(self) -> str: ...
+
+def find_personality(name_or_path: str, dirs: list[str] | None = ...) -> Personality: ...
+def list_personalities(dirs: list[str] | None = ...) -> tuple[list[Personality], list[str]]: ...
+
+
+class ListenOptions(_Value):
+    backlog: int
+    overflow: Overflow
+    half_open_limit: int
+    decision_timeout_ms: int
+    overflow_timeout_ms: int
 
 class BacklogCounters(_Value):
     @property

@@ -227,7 +227,7 @@ class MessageEndpoint:
         ConnectError; kind ``"setup"`` with a detail saying so when the peer answers without
         credit parameters."""
         options = _core.ConnectOptions()
-        options.policy = policy._to_core()
+        options.policy = policy
         options.private_data = bytes(private_data)
         options.timeout_ms = timeout_ms
         options.retries = retries
