@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -40,7 +41,7 @@
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
 #include "core/wire/wire_error.h"
-#include "policy_casters.h"
+#include "enum_casters.h"
 #include "value_class.h"
 
 namespace rdma_interop::bindings {
@@ -355,27 +356,6 @@ void bind_work_requests(py::module_& m) {
              rdmap::WrOpcode::kSendWithSolicitedEventAndInvalidate)
       .value("RDMA_WRITE", rdmap::WrOpcode::kRdmaWrite)
       .value("RDMA_READ", rdmap::WrOpcode::kRdmaRead);
-  py::enum_<rdmap::WcOpcode>(m, "WcOpcode")
-      .value("SEND", rdmap::WcOpcode::kSend)
-      .value("RDMA_WRITE", rdmap::WcOpcode::kRdmaWrite)
-      .value("RDMA_READ", rdmap::WcOpcode::kRdmaRead)
-      .value("RECV", rdmap::WcOpcode::kRecv);
-  py::enum_<rdmap::WcStatus>(m, "WcStatus")
-      .value("SUCCESS", rdmap::WcStatus::kSuccess)
-      .value("LOCAL_LENGTH_ERROR", rdmap::WcStatus::kLocalLengthError)
-      .value("LOCAL_PROTECTION_ERROR", rdmap::WcStatus::kLocalProtectionError)
-      .value("REMOTE_ACCESS_ERROR", rdmap::WcStatus::kRemoteAccessError)
-      .value("REMOTE_OPERATION_ERROR", rdmap::WcStatus::kRemoteOperationError)
-      .value("FATAL_ERROR", rdmap::WcStatus::kFatalError)
-      .value("FLUSHED", rdmap::WcStatus::kFlushed)
-      .value("RETRY_EXCEEDED", rdmap::WcStatus::kRetryExceeded)
-      .value("RNR_RETRY_EXCEEDED", rdmap::WcStatus::kRnrRetryExceeded)
-      .value("REMOTE_INVALID_REQUEST", rdmap::WcStatus::kRemoteInvalidRequest)
-      .value("LOCAL_QP_OPERATION_ERROR", rdmap::WcStatus::kLocalQpOperationError)
-      .value("BAD_RESPONSE", rdmap::WcStatus::kBadResponse);
-  m.def(
-      "wc_status_name", [](rdmap::WcStatus s) { return std::string(rdmap::wc_status_name(s)); },
-      py::arg("status"), "Stable id: \"remote_access_error\".");
   m.def(
       "post_error_name", [](rdmap::PostError e) { return std::string(rdmap::post_error_name(e)); },
       py::arg("error"));
@@ -409,16 +389,40 @@ void bind_work_requests(py::module_& m) {
       .def_readwrite("wr_id", &RecvWr::wr_id)
       .def_readwrite("sge", &RecvWr::sge);
 
-  py::class_<WorkCompletion>(m, "WorkCompletion")
-      .def(py::init<>())
-      .def_readwrite("wr_id", &WorkCompletion::wr_id)
-      .def_readwrite("opcode", &WorkCompletion::opcode)
-      .def_readwrite("status", &WorkCompletion::status)
-      .def_readwrite("byte_len", &WorkCompletion::byte_len)
-      .def_readwrite("solicited", &WorkCompletion::solicited)
-      .def_readwrite("invalidated_stag", &WorkCompletion::invalidated_stag)
-      .def_property_readonly("terminate",
-                             [](const WorkCompletion& wc) { return cause_tuple(wc.terminate); });
+  ValueClass<WorkCompletion> completion(
+      m, "WorkCompletion",
+      "One completion queue entry (core/rdmap/work_request.h, ibv_wc). terminate is the "
+      "Terminate behind an error status; byte_len the received length (RECV) or the message "
+      "length.");
+  completion.readonly("wr_id", &WorkCompletion::wr_id)
+      .readonly("opcode", &WorkCompletion::opcode, "what the completed work request was")
+      .readonly("status", &WorkCompletion::status, "how it ended")
+      .readonly("byte_len", &WorkCompletion::byte_len, "received length (RECV) or message length")
+      .readonly("solicited", &WorkCompletion::solicited, "RECV of a Send with Solicited Event")
+      .readonly("invalidated_stag", &WorkCompletion::invalidated_stag,
+                "RECV of a Send with Invalidate: the STag it invalidated, else None")
+      .property(
+          "terminate",
+          [](const WorkCompletion& wc) -> py::object {
+            if (!wc.terminate) return py::none();
+            py::module_ errors = py::module_::import("rdma_interop.errors");
+            return errors.attr("TerminateCause")(
+                errors.attr("TermLayer")(static_cast<int>(wc.terminate->layer)),
+                wc.terminate->etype, wc.terminate->code);
+          },
+          [](WorkCompletion& wc, std::optional<std::tuple<int, std::uint8_t, std::uint8_t>> cause) {
+            if (!cause) {
+              wc.terminate.reset();
+              return;
+            }
+            auto [layer, etype, code] = *cause;
+            wc.terminate = wire::TerminateCause{static_cast<wire::TermLayer>(layer), etype, code};
+          },
+          "the Terminate behind an error status (an errors.TerminateCause), else None");
+  completion.cls().def_property_readonly(
+      "ok", [](const WorkCompletion& wc) { return wc.status == rdmap::WcStatus::kSuccess; },
+      "status is SUCCESS");
+  completion.done();
 }
 
 void bind_connection(py::module_& m) {

@@ -12,7 +12,7 @@
 // its header comment as the docstring. done() adds what every value has in Python:
 //   - a keyword constructor, T(field=value, ...), every field optional (the C++ default);
 //     an unknown keyword is a TypeError, as for a dataclass;
-//   - == and != (the struct's operator==, where it has one), and no hash: values change;
+//   - == and != (the struct's operator==; without one, field by field), and no hash;
 //   - repr "T(a=1, b=2)", every field in declaration order;
 //   - replace(**changes), a changed copy (dataclasses.replace for a bound type);
 //   - _fields, the field names in order (for code that walks them: JSON, reports).
@@ -114,6 +114,18 @@ class ValueClass {
           "__eq__", [](const T& a, const T& b) { return a == b; }, py::is_operator());
       cls_.def(
           "__ne__", [](const T& a, const T& b) { return !(a == b); }, py::is_operator());
+    } else {
+      // No operator== in C++: equal when every field is, as dataclasses compare.
+      cls_.def(
+          "__eq__",
+          [](py::handle a, py::handle b) {
+            if (!py::isinstance(b, py::type::of(a))) return false;
+            for (auto field : a.attr("_fields")) {
+              if (!a.attr(field).equal(b.attr(field))) return false;
+            }
+            return true;
+          },
+          py::is_operator());
     }
     py::tuple names(fields->size());
     for (std::size_t i = 0; i < fields->size(); ++i) names[i] = py::str((*fields)[i].first);

@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from rdma_interop import _core
-from rdma_interop.errors import TermLayer
+from rdma_interop.errors import TerminateCause, TermLayer
 from rdma_interop.provider import (
     FAILURE_NAMES,
     Access,
@@ -153,6 +153,16 @@ def setup_failure(
 def test_policy_defaults_are_an_empty_personality_files() -> None:
     assert _core.parse_personality('{"name": "empty"}').mpa == MpaPolicy()
     assert MpaPolicy().crc is Crc.WANT and MpaPolicy().rtr_offer == {Rtr.SEND, Rtr.WRITE, Rtr.READ}
+
+
+def test_a_completion_is_the_cpp_value_with_the_package_enums() -> None:
+    wc = WorkCompletion(wr_id=7, opcode=WcOpcode.RECV, status="remote_access_error",
+                        terminate=(TermLayer.RDMAP, 1, 2))
+    assert wc.opcode is WcOpcode.RECV and wc.status is WcStatus.REMOTE_ACCESS_ERROR and not wc.ok
+    assert wc.terminate == TerminateCause(TermLayer.RDMAP, 1, 2)
+    assert wc.terminate is not None and wc.terminate.layer is TermLayer.RDMAP
+    assert wc == wc.replace() and wc != wc.replace(byte_len=1)
+    assert WorkCompletion().ok and WorkCompletion().terminate is None
 
 
 def test_policy_fields_take_names_and_refuse_what_is_not_one() -> None:

@@ -6,6 +6,7 @@
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from rdma_interop.completion_enums import WcOpcode, WcStatus
 from rdma_interop.policy_enums import (
     Crc,
     NoCommonRtr,
@@ -117,6 +118,24 @@ class ListenOptions(_Value):
     half_open_limit: int
     decision_timeout_ms: int
     overflow_timeout_ms: int
+
+class WorkCompletion(_Value):
+    @property
+    def wr_id(self) -> int: ...
+    @property
+    def opcode(self) -> WcOpcode: ...
+    @property
+    def status(self) -> WcStatus: ...
+    @property
+    def byte_len(self) -> int: ...
+    @property
+    def solicited(self) -> bool: ...
+    @property
+    def invalidated_stag(self) -> int | None: ...
+    # An errors.TerminateCause, a NamedTuple: named as its tuple, since errors imports _core.
+    terminate: tuple[int, int, int] | None
+    @property
+    def ok(self) -> bool: ...
 
 class BacklogCounters(_Value):
     @property

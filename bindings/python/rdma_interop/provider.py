@@ -50,7 +50,9 @@ from rdma_interop._core import (
     MpaPolicy,
     NegotiatedParams,
     Personality,
+    WorkCompletion,
 )
+from rdma_interop.completion_enums import WcOpcode, WcStatus
 from rdma_interop.errors import TerminateCause, TermLayer
 from rdma_interop.policy_enums import (
     Crc,
@@ -210,9 +212,10 @@ def _cause(cause: tuple[int, int, int] | None) -> TerminateCause | None:
 
 
 # ---- MPA policy and personalities (core/cm/mpa_policy.h, personality.h) --------------------
-# MpaPolicy, Personality, NegotiatedParams, ListenOptions and the counters are the C++ value
-# types themselves, bound once (bindings/value_class.h: keyword constructor, ==, repr,
-# replace()); their enums are rdma_interop.policy_enums', whose values are the file's names.
+# MpaPolicy, Personality, NegotiatedParams, ListenOptions, WorkCompletion and the counters are
+# the C++ value types themselves, bound once (bindings/value_class.h: keyword constructor, ==,
+# repr, replace()); their enums are rdma_interop.policy_enums' (whose values are the file's
+# names) and rdma_interop.completion_enums'.
 
 
 def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
@@ -283,63 +286,6 @@ class WrOpcode(enum.Enum):
     RDMA_READ = "rdma_read"
 
 
-class WcOpcode(enum.Enum):
-    """What a completed work request was (ibv_wc_opcode)."""
-
-    SEND = "send"
-    RDMA_WRITE = "rdma_write"
-    RDMA_READ = "rdma_read"
-    RECV = "recv"
-
-
-class WcStatus(str, enum.Enum):
-    """How a work request ended (ibv_wc_status); the values are the C++ wc_status_name."""
-
-    SUCCESS = "success"
-    LOCAL_LENGTH_ERROR = "local_length_error"  # a received Send did not fit the buffer
-    LOCAL_PROTECTION_ERROR = "local_protection_error"  # lkey, bounds or rights check failed
-    REMOTE_ACCESS_ERROR = "remote_access_error"  # the peer sent a remote protection Terminate
-    REMOTE_OPERATION_ERROR = "remote_operation_error"  # the peer sent another Terminate
-    FATAL_ERROR = "fatal_error"  # the connection failed (Terminate sent or received, reset)
-    FLUSHED = "flushed"  # the queue pair went to error before this request ran
-    # Reported by the verbs provider (IB/RoCE transport errors, from ibv_wc_status):
-    RETRY_EXCEEDED = "retry_exceeded"  # no ACK after retry_count transport retries
-    RNR_RETRY_EXCEEDED = "rnr_retry_exceeded"  # the peer had no receive posted, rnr_retry times
-    REMOTE_INVALID_REQUEST = "remote_invalid_request"
-    LOCAL_QP_OPERATION_ERROR = "local_qp_operation_error"
-    BAD_RESPONSE = "bad_response"
-
-
-@dataclass(frozen=True)
-class WorkCompletion:
-    """One completion queue entry (ibv_wc). ``terminate`` is the Terminate behind an error
-    status; ``byte_len`` the received length (RECV) or the message length."""
-
-    wr_id: int
-    opcode: WcOpcode
-    status: WcStatus
-    byte_len: int = 0
-    solicited: bool = False
-    invalidated_stag: int | None = None
-    terminate: TerminateCause | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is WcStatus.SUCCESS
-
-    @classmethod
-    def _from_core(cls, core: Any) -> WorkCompletion:
-        return cls(
-            wr_id=core.wr_id,
-            opcode=WcOpcode(core.opcode.name.lower()),
-            status=WcStatus(_core.wc_status_name(core.status)),
-            byte_len=core.byte_len,
-            solicited=core.solicited,
-            invalidated_stag=core.invalidated_stag,
-            terminate=_cause(core.terminate),
-        )
-
-
 @dataclass(frozen=True)
 class InitialRecv:
     """A receive posted before the connection carries data (as a verbs user posts receives
@@ -369,7 +315,7 @@ class CompletionQueue:
     def poll(self, max: int = 16, timeout_ms: int = 0) -> list[WorkCompletion]:
         """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
         returns what is there, up to ``max``, oldest first. Empty on timeout or :meth:`wake`."""
-        return [WorkCompletion._from_core(wc) for wc in self._core.poll(max, timeout_ms)]
+        return list(self._core.poll(max, timeout_ms))
 
     def wake(self) -> None:
         """Makes every waiting :meth:`poll` (and ``poll_completions``) return at once."""
@@ -533,7 +479,7 @@ class Connection:
         """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
         returns what is there, up to ``max``. Empty on timeout. With a shared completion
         queue (``QpCaps.cq``) these include other connections' completions."""
-        return [WorkCompletion._from_core(wc) for wc in self._core.poll_completions(max, timeout_ms)]
+        return list(self._core.poll_completions(max, timeout_ms))
 
     @property
     def state(self) -> ConnectionState:
