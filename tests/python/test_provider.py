@@ -15,12 +15,13 @@ from typing import TypeVar
 import pytest
 
 from rdma_interop import _core
-from rdma_interop.errors import TermLayer
+from rdma_interop.errors import TerminateCause, TermLayer
 from rdma_interop.provider import (
     FAILURE_NAMES,
     Access,
     Connection,
     ConnectError,
+    Crc,
     ConnectionState,
     InitialRecv,
     Listener,
@@ -132,15 +133,39 @@ def setup_failure(
 # ---- policies and personalities -----------------------------------------------------------
 
 
-def test_policy_defaults_match_the_cpp_defaults() -> None:
-    assert MpaPolicy()._to_core() == _core.MpaPolicy()
+def test_policy_defaults_are_an_empty_personality_files() -> None:
+    assert _core.parse_personality('{"name": "empty"}').mpa == MpaPolicy()
+    assert MpaPolicy().crc is Crc.WANT and MpaPolicy().rtr_offer == {Rtr.SEND, Rtr.WRITE, Rtr.READ}
 
 
-def test_shipped_personalities_round_trip_through_the_cpp_policy() -> None:
+def test_a_completion_is_the_cpp_value_with_the_package_enums() -> None:
+    wc = WorkCompletion(wr_id=7, opcode=WcOpcode.RECV, status="remote_access_error",
+                        terminate=(TermLayer.RDMAP, 1, 2))
+    assert wc.opcode is WcOpcode.RECV and wc.status is WcStatus.REMOTE_ACCESS_ERROR and not wc.ok
+    assert wc.terminate == TerminateCause(TermLayer.RDMAP, 1, 2)
+    assert wc.terminate is not None and wc.terminate.layer is TermLayer.RDMAP
+    assert wc == wc.replace() and wc != wc.replace(byte_len=1)
+    assert WorkCompletion().ok and WorkCompletion().terminate is None
+
+
+def test_policy_fields_take_names_and_refuse_what_is_not_one() -> None:
+    assert MpaPolicy(crc="optional", rtr_offer=["read"]) == MpaPolicy(
+        crc=Crc.OPTIONAL, rtr_offer=frozenset({Rtr.READ}))
+    with pytest.raises(ValueError, match="'sometimes' is not a valid Crc"):
+        MpaPolicy(crc="sometimes")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'crc_mode'"):
+        MpaPolicy(crc_mode="want")
+    with pytest.raises(TypeError, match="MpaPolicy.rtr_offer cannot be 'send'"):
+        MpaPolicy(rtr_offer="send")  # a set of names, not one
+    policy = MpaPolicy(ird=4)
+    assert policy.replace(ord=2) == MpaPolicy(ird=4, ord=2) and policy.ord == 16
+
+
+def test_shipped_personalities_round_trip_through_their_json() -> None:
     found = {p.name: p for p in list_personalities()}
     assert {"siw", "cxgb4", "rev1-only", "never-rtr", "strict"} <= set(found)
     for personality in found.values():
-        assert MpaPolicy._from_core(personality.mpa._to_core()) == personality.mpa
+        assert _core.parse_personality(personality.to_json()).mpa == personality.mpa
         assert personality.mpa.problems() == []
     assert found["cxgb4"].mpa.rtr_offer == {Rtr.READ}
     assert found["siw"].private_data == b"siw"
@@ -148,7 +173,7 @@ def test_shipped_personalities_round_trip_through_the_cpp_policy() -> None:
 
 
 def test_the_live_stacks_policies_reach_python_as_their_files_say() -> None:
-    from rdma_interop.provider import NoCommonRtr, PeerToPeer, Refusal, RtrReply
+    from rdma_interop.provider import NoCommonRtr, OnNewerRevision, PeerToPeer, Refusal, RtrReply
     # The source tree's files: an installed, older set would come first by default.
     shipped = SHIPPED_PERSONALITIES
     found = {p.name: p for p in list_personalities([str(shipped)])}
@@ -170,7 +195,9 @@ def test_the_live_stacks_policies_reach_python_as_their_files_say() -> None:
                      on_malformed_frame="close", on_newer_revision="close",
                      echo_reserved_bits=True, extension_bits=12, ird_ord_sentinel=True)
     assert mine.problems() == []
-    assert MpaPolicy._from_core(mine._to_core()) == mine
+    assert (mine.peer_to_peer, mine.rtr_offer, mine.rtr_reply, mine.on_newer_revision) == (
+        PeerToPeer.REQUIRED, {Rtr.READ}, RtrReply.OWN, OnNewerRevision.CLOSE)
+    assert _core.parse_personality(Personality(name="mine", mpa=mine).to_json()).mpa == mine
     assert MpaPolicy(extension_bits=3).problems()  # only the vendor bits 0x0c
 
 
@@ -228,8 +255,8 @@ def test_reject_with_private_data_fails_connect_with_peer_rejected(
 
 def test_no_matching_rtr_fails_both_sides(provider: Provider, pool: ThreadPoolExecutor) -> None:
     cxgb4 = MpaPolicy.from_personality("cxgb4")  # offers a Read RTR only
-    write_only = dataclasses.replace(
-        MpaPolicy.from_personality("siw"), rtr_offer=frozenset({Rtr.WRITE}), rtr_preference=(Rtr.WRITE,)
+    write_only = MpaPolicy.from_personality("siw").replace(
+        rtr_offer=frozenset({Rtr.WRITE}), rtr_preference=(Rtr.WRITE,)
     )
     initiator_error, responder_error = setup_failure(
         provider, pool, cxgb4, write_only, lambda pending: pending.accept(b"")
@@ -431,7 +458,7 @@ def test_listener_reports_setups_that_fail_before_the_request() -> None:
 
     provider = open_provider("tcp")
     policy = MpaPolicy.from_personality("siw")
-    policy = dataclasses.replace(policy, request_timeout_ms=300)
+    policy = policy.replace(request_timeout_ms=300)
     with provider.listen("tcp://127.0.0.1:0", policy) as listener:
         host, port = listener.local_address.rsplit(":", 1)
         started = time.monotonic()
