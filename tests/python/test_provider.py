@@ -34,6 +34,7 @@ from rdma_interop.provider import (
     Rtr,
     WcOpcode,
     WcStatus,
+    WorkCompletion,
     WrOpcode,
     find_personality,
     list_personalities,
