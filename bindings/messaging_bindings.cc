@@ -36,6 +36,7 @@
 #include "core/telemetry/run_dir.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
+#include "value_class.h"
 
 namespace rdma_interop::bindings {
 namespace {
@@ -303,37 +304,50 @@ auto without_gil(const EndpointHandle& h, F&& call) {
 
 void bind_counters(py::module_& m) {
   using credit::CreditCounters;
-  py::class_<CreditCounters>(m, "CreditCounters")
-      .def(py::init<>())
-      .def_readonly("credits", &CreditCounters::credits)
-      .def_readonly("control_credits", &CreditCounters::control_credits)
-      .def_readonly("data_slots_in_use", &CreditCounters::data_slots_in_use)
-      .def_readonly("control_slots_in_use", &CreditCounters::control_slots_in_use)
-      .def_readonly("credits_granted_total", &CreditCounters::credits_granted_total)
-      .def_readonly("sent", &CreditCounters::sent)
-      .def_readonly("updates_sent", &CreditCounters::updates_sent)
-      .def_readonly("stalls_no_credit", &CreditCounters::stalls_no_credit)
-      .def_readonly("stalls_no_slot", &CreditCounters::stalls_no_slot)
-      .def_readonly("update_stalls", &CreditCounters::update_stalls)
-      .def_readonly("posted", &CreditCounters::posted)
-      .def_readonly("granted", &CreditCounters::granted)
-      .def_readonly("pending_grant", &CreditCounters::pending_grant)
-      .def_readonly("control_posted", &CreditCounters::control_posted)
-      .def_readonly("control_return_pending", &CreditCounters::control_return_pending)
-      .def_readonly("granted_total", &CreditCounters::granted_total)
-      .def_readonly("received", &CreditCounters::received)
-      .def_readonly("updates_received", &CreditCounters::updates_received);
+  ValueClass<CreditCounters>(m, "CreditCounters",
+                             "One connection's credit figures (core/credit/credit_window.h).")
+      // send side
+      .readonly("credits", &CreditCounters::credits,
+                "messages we may send now: receives the peer posted for us and announced")
+      .readonly("control_credits", &CreditCounters::control_credits,
+                "standalone credit updates we may send now")
+      .readonly("data_slots_in_use", &CreditCounters::data_slots_in_use)
+      .readonly("control_slots_in_use", &CreditCounters::control_slots_in_use)
+      .readonly("credits_granted_total", &CreditCounters::credits_granted_total,
+                "initial + every grant received")
+      .readonly("sent", &CreditCounters::sent, "data messages sent")
+      .readonly("updates_sent", &CreditCounters::updates_sent, "standalone credit updates sent")
+      .readonly("stalls_no_credit", &CreditCounters::stalls_no_credit, "a message found no credit")
+      .readonly("stalls_no_slot", &CreditCounters::stalls_no_slot, "a message found no send slot")
+      .readonly("update_stalls", &CreditCounters::update_stalls,
+                "an update found no control credit or slot")
+      // receive side
+      .readonly("posted", &CreditCounters::posted, "data receives posted for the peer")
+      .readonly("granted", &CreditCounters::granted,
+                "of those, announced: the peer's credits as we know them")
+      .readonly("pending_grant", &CreditCounters::pending_grant, "of those, not announced yet")
+      .readonly("control_posted", &CreditCounters::control_posted)
+      .readonly("control_return_pending", &CreditCounters::control_return_pending)
+      .readonly("granted_total", &CreditCounters::granted_total, "initial + every grant sent")
+      .readonly("received", &CreditCounters::received, "data messages received")
+      .readonly("updates_received", &CreditCounters::updates_received)
+      .done();
 
   using credit::CompletionBudgetCounters;
-  py::class_<CompletionBudgetCounters>(m, "CompletionBudgetCounters")
-      .def(py::init<>())
-      .def_readonly("cq_entries", &CompletionBudgetCounters::cq_entries)
-      .def_readonly("send_reserved", &CompletionBudgetCounters::send_reserved)
-      .def_readonly("receive_reserved", &CompletionBudgetCounters::receive_reserved)
-      .def_readonly("high_water", &CompletionBudgetCounters::high_water)
-      .def_readonly("reserved_total", &CompletionBudgetCounters::reserved_total)
-      .def_readonly("released_total", &CompletionBudgetCounters::released_total)
-      .def_readonly("refused", &CompletionBudgetCounters::refused);
+  ValueClass<CompletionBudgetCounters>(
+      m, "CompletionBudgetCounters",
+      "The shared completion queue's reservations: one per posted work request, so the queue "
+      "can never overrun (core/credit/completion_budget.h).")
+      .readonly("cq_entries", &CompletionBudgetCounters::cq_entries)
+      .readonly("send_reserved", &CompletionBudgetCounters::send_reserved)
+      .readonly("receive_reserved", &CompletionBudgetCounters::receive_reserved)
+      .readonly("high_water", &CompletionBudgetCounters::high_water,
+                "most entries ever reserved at once")
+      .readonly("reserved_total", &CompletionBudgetCounters::reserved_total)
+      .readonly("released_total", &CompletionBudgetCounters::released_total)
+      .readonly("refused", &CompletionBudgetCounters::refused,
+                "reservations refused because the queue was full")
+      .done();
 
   using messaging::PeerStats;
   py::class_<PeerStats>(m, "PeerStats")

@@ -10,7 +10,6 @@
 // initial receive buffers) is pinned here: the connection holds a writable Py_buffer for
 // each, so a bytearray cannot be resized nor an mmap closed under it, and the buffers are
 // released only after the C++ connection is gone (or the region deregistered).
-#include <pybind11/operators.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
@@ -21,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -41,6 +41,8 @@
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
 #include "core/wire/wire_error.h"
+#include "enum_casters.h"
+#include "value_class.h"
 
 namespace rdma_interop::bindings {
 
@@ -125,125 +127,147 @@ std::vector<std::filesystem::path> dirs_or_default(
   return dirs ? *dirs : personality::default_personality_dirs();
 }
 
+// Durations are whole milliseconds in Python, as in personality files.
+template <class T>
+auto millis_property(std::chrono::milliseconds T::*field) {
+  return std::make_pair(
+      [field](const T& value) { return static_cast<std::int64_t>((value.*field).count()); },
+      [field](T& value, std::int64_t ms) { value.*field = std::chrono::milliseconds(ms); });
+}
+
 void bind_policy(py::module_& m) {
   using cm::MpaPolicy;
 
-  py::enum_<cm::RtrType>(m, "RtrType")
-      .value("SEND", cm::RtrType::kSend)
-      .value("WRITE", cm::RtrType::kWrite)
-      .value("READ", cm::RtrType::kRead);
-  py::enum_<cm::CrcMode>(m, "CrcMode")
-      .value("WANT", cm::CrcMode::kWant)
-      .value("OPTIONAL", cm::CrcMode::kOptional)
-      .value("REFUSE", cm::CrcMode::kRefuse);
-  py::enum_<cm::PeerToPeer>(m, "PeerToPeer")
-      .value("OFF", cm::PeerToPeer::kOff)
-      .value("WHEN_ASKED", cm::PeerToPeer::kWhenAsked)
-      .value("ON", cm::PeerToPeer::kOn)
-      .value("REQUIRED", cm::PeerToPeer::kRequired);
-  py::enum_<cm::OnNewerRevision>(m, "OnNewerRevision")
-      .value("REPLY_OWN_REVISION", cm::OnNewerRevision::kReplyOwnRevision)
-      .value("RESET", cm::OnNewerRevision::kReset)
-      .value("CLOSE", cm::OnNewerRevision::kClose);
-  py::enum_<cm::Refusal>(m, "Refusal")
-      .value("REJECT", cm::Refusal::kReject)
-      .value("RESET", cm::Refusal::kReset);
-  py::enum_<cm::OnMalformed>(m, "OnMalformed")
-      .value("RESET", cm::OnMalformed::kReset)
-      .value("CLOSE", cm::OnMalformed::kClose);
-  py::enum_<cm::RtrReply>(m, "RtrReply")
-      .value("CHOSEN", cm::RtrReply::kChosen)
-      .value("OWN", cm::RtrReply::kOwn)
-      .value("ALL_COMMON", cm::RtrReply::kAllCommon);
-  py::enum_<cm::NoCommonRtr>(m, "NoCommonRtr")
-      .value("REFUSE", cm::NoCommonRtr::kRefuse)
-      .value("PROPOSE", cm::NoCommonRtr::kPropose)
-      .value("OFFER_ALL", cm::NoCommonRtr::kOfferAll)
-      .value("DECLINE", cm::NoCommonRtr::kDecline);
-  py::enum_<cm::RtrCheck>(m, "RtrCheck")
-      .value("AGREED", cm::RtrCheck::kAgreed)
-      .value("ANY", cm::RtrCheck::kAny);
-  py::enum_<cm::RtrFromReply>(m, "RtrFromReply")
-      .value("EXACT", cm::RtrFromReply::kExact)
-      .value("PREFERENCE", cm::RtrFromReply::kPreference);
+  auto request_timeout = millis_property(&MpaPolicy::request_timeout);
+  auto reply_timeout = millis_property(&MpaPolicy::reply_timeout);
+  auto rtr_timeout = millis_property(&MpaPolicy::rtr_timeout);
+  auto first_fpdu_delay = millis_property(&MpaPolicy::first_fpdu_delay);
 
-  py::class_<cm::RtrSet>(m, "RtrSet")
-      .def(py::init<>())
-      .def_readwrite("send", &cm::RtrSet::send)
-      .def_readwrite("write", &cm::RtrSet::write)
-      .def_readwrite("read", &cm::RtrSet::read)
-      .def(py::self == py::self);
+  ValueClass<MpaPolicy> policy(
+      m, "MpaPolicy",
+      "What one side of an MPA connection offers, accepts and insists on (core/cm/"
+      "mpa_policy.h, which says what each field means and which kernel source it models). "
+      "The fields are a personality file's \"mpa\" keys, with the same defaults; str() is "
+      "that JSON.");
+  policy.field("revision", &MpaPolicy::revision, "Highest revision spoken: 1, 2 or 129 (erdma's)")
+      .field("crc", &MpaPolicy::crc, "Whether this side asks for MPA CRC (RFC 5044 s7.1)")
+      .field("markers_wanted", &MpaPolicy::markers_wanted,
+             "Sets M: asks the peer to send markers to us")
+      .field("markers_supported", &MpaPolicy::markers_supported,
+             "Can send markers when asked; if not, fails the connection")
+      .field("peer_to_peer", &MpaPolicy::peer_to_peer,
+             "RFC 6581 peer-to-peer mode (revision 2 only)")
+      .field("rtr_offer", &MpaPolicy::rtr_offer,
+             "The RTR types an initiator offers and a responder accepts (unless rtr_accepted)")
+      .field("rtr_accepted", &MpaPolicy::rtr_accepted,
+             "Responder: the RTR types it takes, when not rtr_offer (None)")
+      .property(
+          "rtr_preference",
+          [](const MpaPolicy& p) { return py::tuple(py::cast(p.rtr_preference)); },
+          [](MpaPolicy& p, std::vector<cm::RtrType> order) { p.rtr_preference = std::move(order); },
+          "The order a responder picks an RTR type in (missing types after it: Read, Write, Send)")
+      .field("rtr_reply", &MpaPolicy::rtr_reply,
+             "What a responder's Reply names once it has picked an RTR type")
+      .field("no_common_rtr", &MpaPolicy::no_common_rtr,
+             "What a responder does when the Request offers no RTR type it takes")
+      .field("rtr_check", &MpaPolicy::rtr_check, "What a responder takes as the RTR")
+      .field("rtr_from_reply", &MpaPolicy::rtr_from_reply,
+             "How an initiator reads the RTR types a Reply names")
+      .field("rtr_in_revision1", &MpaPolicy::rtr_in_revision1,
+             "In revision 1, use the rtr_offer type anyway (iw_cxgb4 with peer2peer=1)")
+      .field("read_rtr_sink_stag", &MpaPolicy::read_rtr_sink_stag,
+             "The sink STag of the zero-length Read RTR this initiator sends")
+      .field("read_rtr_source_stag", &MpaPolicy::read_rtr_source_stag,
+             "The source STag of the zero-length Read RTR this initiator sends")
+      .field("refuse_zero_stag_read_rtr", &MpaPolicy::refuse_zero_stag_read_rtr,
+             "Responder: refuse a Read RTR naming source STag 0 with a Terminate")
+      .field("ird", &MpaPolicy::ird, "RFC 6581 s3 inbound RDMA Read depth (14 bits)")
+      .field("ord", &MpaPolicy::ord, "RFC 6581 s3 outbound RDMA Read depth (14 bits)")
+      .field("strict_ird_ord", &MpaPolicy::strict_ird_ord,
+             "An ORD above the peer's IRD fails (MPA code 0x06) instead of being lowered")
+      .field("private_data_limit", &MpaPolicy::private_data_limit,
+             "Most private data octets taken from the peer (RFC 5044 s7.1: 512)")
+      .field("reject_reserved_bits", &MpaPolicy::reject_reserved_bits,
+             "Reject a frame whose Res bits are set (RFC 5044 s7.1 says: do not check)")
+      .field("fallback_to_revision1", &MpaPolicy::fallback_to_revision1,
+             "Initiator: retry in revision 1 after a reset or a revision-1 Reply (cxgb4)")
+      .field("on_newer_revision", &MpaPolicy::on_newer_revision,
+             "What a responder does with a Request of a revision it does not speak")
+      .field("refuse_with", &MpaPolicy::refuse_with,
+             "How a side refuses what its policy cannot take")
+      .field("on_malformed_frame", &MpaPolicy::on_malformed_frame,
+             "What a side does with a frame that does not decode")
+      .field("echo_reserved_bits", &MpaPolicy::echo_reserved_bits,
+             "Responder: the Reply carries the Request's reserved bits back (siw, erdma)")
+      .field("extension_bits", &MpaPolicy::extension_bits,
+             "Vendor extension bits this side sets in its frames (0, 4, 8 or 12)")
+      .field("ird_ord_sentinel", &MpaPolicy::ird_ord_sentinel,
+             "IRD/ORD 0x3fff from the peer means no IRD/ORD negotiation (irdma)")
+      .field("send_rtr", &MpaPolicy::send_rtr,
+             "Initiator in peer-to-peer mode: send the RTR (False: a peer that never does)")
+      .property("request_timeout_ms", request_timeout.first, request_timeout.second,
+                "How long a responder waits for the Request (and the RTR)")
+      .property("reply_timeout_ms", reply_timeout.first, reply_timeout.second,
+                "How long an initiator waits for the Reply")
+      .property("rtr_timeout_ms", rtr_timeout.first, rtr_timeout.second,
+                "How long a responder waits for the RTR")
+      .property("first_fpdu_delay_ms", first_fpdu_delay.first, first_fpdu_delay.second,
+                "Initiator: wait this long after the Reply before the first FPDU (kernel siw)");
+  policy.cls()
+      .def(
+          "problems", [](const MpaPolicy& p) { return cm::validate(p); },
+          "Contradictions in the fields (cm::validate), one sentence each; empty when usable.")
+      .def_static(
+          "from_personality",
+          [](std::string_view name_or_path,
+             const std::optional<std::vector<std::filesystem::path>>& dirs) {
+            auto p = personality::find_personality(name_or_path, dirs_or_default(dirs));
+            if (!p) throw py::value_error(p.error());
+            return p->mpa;
+          },
+          py::arg("name_or_path"), py::arg("dirs") = py::none(),
+          "The policy of a personality (see find_personality); raises ValueError.")
+      .def("__str__", [](const MpaPolicy& p) { return personality::to_json(p).dump(); });
+  policy.done();
 
-  // Durations are whole milliseconds, as in personality files.
-  auto millis = [](std::chrono::milliseconds MpaPolicy::*field) {
-    return std::make_pair(
-        [field](const MpaPolicy& p) { return static_cast<std::int64_t>((p.*field).count()); },
-        [field](MpaPolicy& p, std::int64_t ms) { p.*field = std::chrono::milliseconds(ms); });
-  };
-  auto request_timeout = millis(&MpaPolicy::request_timeout);
-  auto reply_timeout = millis(&MpaPolicy::reply_timeout);
-  auto rtr_timeout = millis(&MpaPolicy::rtr_timeout);
-  auto first_fpdu_delay = millis(&MpaPolicy::first_fpdu_delay);
-
-  py::class_<MpaPolicy>(m, "MpaPolicy")
-      .def(py::init<>())
-      .def_readwrite("revision", &MpaPolicy::revision)
-      .def_readwrite("crc", &MpaPolicy::crc)
-      .def_readwrite("markers_wanted", &MpaPolicy::markers_wanted)
-      .def_readwrite("markers_supported", &MpaPolicy::markers_supported)
-      .def_readwrite("peer_to_peer", &MpaPolicy::peer_to_peer)
-      .def_readwrite("rtr_offer", &MpaPolicy::rtr_offer)
-      .def_readwrite("rtr_accepted", &MpaPolicy::rtr_accepted)
-      .def_readwrite("rtr_preference", &MpaPolicy::rtr_preference)
-      .def_readwrite("rtr_reply", &MpaPolicy::rtr_reply)
-      .def_readwrite("no_common_rtr", &MpaPolicy::no_common_rtr)
-      .def_readwrite("rtr_check", &MpaPolicy::rtr_check)
-      .def_readwrite("rtr_from_reply", &MpaPolicy::rtr_from_reply)
-      .def_readwrite("rtr_in_revision1", &MpaPolicy::rtr_in_revision1)
-      .def_readwrite("read_rtr_sink_stag", &MpaPolicy::read_rtr_sink_stag)
-      .def_readwrite("read_rtr_source_stag", &MpaPolicy::read_rtr_source_stag)
-      .def_readwrite("refuse_zero_stag_read_rtr", &MpaPolicy::refuse_zero_stag_read_rtr)
-      .def_readwrite("ird", &MpaPolicy::ird)
-      .def_readwrite("ord", &MpaPolicy::ord)
-      .def_readwrite("strict_ird_ord", &MpaPolicy::strict_ird_ord)
-      .def_readwrite("private_data_limit", &MpaPolicy::private_data_limit)
-      .def_readwrite("reject_reserved_bits", &MpaPolicy::reject_reserved_bits)
-      .def_readwrite("fallback_to_revision1", &MpaPolicy::fallback_to_revision1)
-      .def_readwrite("on_newer_revision", &MpaPolicy::on_newer_revision)
-      .def_readwrite("refuse_with", &MpaPolicy::refuse_with)
-      .def_readwrite("on_malformed_frame", &MpaPolicy::on_malformed_frame)
-      .def_readwrite("echo_reserved_bits", &MpaPolicy::echo_reserved_bits)
-      .def_readwrite("extension_bits", &MpaPolicy::extension_bits)
-      .def_readwrite("ird_ord_sentinel", &MpaPolicy::ird_ord_sentinel)
-      .def_readwrite("send_rtr", &MpaPolicy::send_rtr)
-      .def_property("request_timeout_ms", request_timeout.first, request_timeout.second)
-      .def_property("reply_timeout_ms", reply_timeout.first, reply_timeout.second)
-      .def_property("rtr_timeout_ms", rtr_timeout.first, rtr_timeout.second)
-      .def_property("first_fpdu_delay_ms", first_fpdu_delay.first, first_fpdu_delay.second)
-      .def(py::self == py::self)
-      .def("__repr__", [](const MpaPolicy& p) { return personality::to_json(p).dump(); });
-  m.def("validate_policy", &cm::validate, py::arg("policy"),
-        "Contradictions in the policy, one sentence each; empty when usable.");
-
-  py::class_<cm::NegotiatedParams>(m, "NegotiatedParams")
-      .def(py::init<>())
-      .def_readwrite("revision", &cm::NegotiatedParams::revision)
-      .def_readwrite("crc", &cm::NegotiatedParams::crc)
-      .def_readwrite("markers_to_peer", &cm::NegotiatedParams::markers_to_peer)
-      .def_readwrite("markers_from_peer", &cm::NegotiatedParams::markers_from_peer)
-      .def_readwrite("enhanced", &cm::NegotiatedParams::enhanced)
-      .def_readwrite("peer_to_peer", &cm::NegotiatedParams::peer_to_peer)
-      .def_readwrite("rtr", &cm::NegotiatedParams::rtr)
-      .def_readwrite("ird", &cm::NegotiatedParams::ird)
-      .def_readwrite("ord", &cm::NegotiatedParams::ord)
-      .def_readwrite("peer_ird", &cm::NegotiatedParams::peer_ird)
-      .def_readwrite("peer_ord", &cm::NegotiatedParams::peer_ord)
-      .def_property(
+  ValueClass<cm::NegotiatedParams> negotiated(
+      m, "NegotiatedParams",
+      "What both sides settled on (core/cm/negotiated_params.h). ord: RDMA Reads we may have "
+      "outstanding; ird: Reads we accept; peer_ird/peer_ord: what the peer's frame said.");
+  negotiated.readonly("revision", &cm::NegotiatedParams::revision)
+      .readonly("crc", &cm::NegotiatedParams::crc, "both directions (RFC 5044 s7.1)")
+      .readonly("markers_to_peer", &cm::NegotiatedParams::markers_to_peer,
+                "we insert markers into what we send")
+      .readonly("markers_from_peer", &cm::NegotiatedParams::markers_from_peer)
+      .readonly("enhanced", &cm::NegotiatedParams::enhanced,
+                "IRD/ORD words were exchanged (RFC 6581)")
+      .readonly("peer_to_peer", &cm::NegotiatedParams::peer_to_peer)
+      .readonly("rtr", &cm::NegotiatedParams::rtr, "the RTR type in peer-to-peer mode, else None")
+      .readonly("ird", &cm::NegotiatedParams::ird)
+      .readonly("ord", &cm::NegotiatedParams::ord)
+      .readonly("peer_ird", &cm::NegotiatedParams::peer_ird)
+      .readonly("peer_ord", &cm::NegotiatedParams::peer_ord)
+      .property(
           "peer_private_data",
           [](const cm::NegotiatedParams& p) { return to_bytes(p.peer_private_data); },
-          [](cm::NegotiatedParams& p, py::handle data) { p.peer_private_data = copy_bytes(data); })
-      .def(py::self == py::self)
-      .def("__repr__", [](const cm::NegotiatedParams& p) { return cm::to_string(p); });
+          [](cm::NegotiatedParams& p, py::handle data) { p.peer_private_data = copy_bytes(data); });
+  negotiated.cls()
+      .def(
+          "to_json",
+          [](py::handle self) {
+            // rdma-probe's "negotiated" object: every field but the private data.
+            py::dict out;
+            for (auto field : self.attr("_fields")) {
+              if (field.cast<std::string>() == "peer_private_data") continue;
+              py::object value = self.attr(field.cast<py::str>());
+              if (py::hasattr(value, "value")) value = value.attr("value");  // Rtr: its name
+              out[field] = value;
+            }
+            return out;
+          },
+          "rdma-probe's \"negotiated\" object (private data left out).")
+      .def("__str__", [](const cm::NegotiatedParams& p) { return cm::to_string(p); });
+  negotiated.done();
 
   m.def(
       "failure_names",
@@ -260,20 +284,25 @@ void bind_policy(py::module_& m) {
 void bind_personality(py::module_& m) {
   using cm::Personality;
 
-  py::class_<Personality>(m, "Personality")
-      .def(py::init<>())
-      .def_readwrite("name", &Personality::name)
-      .def_readwrite("description", &Personality::description)
-      .def_readwrite("mpa", &Personality::mpa)
-      .def_property(
+  ValueClass<Personality> bound(
+      m, "Personality",
+      "A peer's MPA choices from tools/personalities/NAME.json (core/cm/personality.h): a "
+      "policy plus the private data it sends. str() and to_json() are the file's JSON.");
+  bound.field("name", &Personality::name)
+      .field("description", &Personality::description)
+      .field("mpa", &Personality::mpa)
+      .property(
           "private_data", [](const Personality& p) { return to_bytes(p.private_data); },
           [](Personality& p, py::handle data) { p.private_data = copy_bytes(data); })
-      .def_readwrite("source_file", &Personality::source_file)
-      .def_readwrite("source_version", &Personality::source_version)
-      .def_readwrite("source_path", &Personality::source_path)
-      .def(py::self == py::self)
+      .field("source_path", &Personality::source_path,
+             "the JSON file it came from; empty when parsed from text")
+      .field("source_file", &Personality::source_file,
+             "what it was read from: the kernel source file (and functions)")
+      .field("source_version", &Personality::source_version, "and the version");
+  bound.cls()
       .def("to_json", [](const Personality& p) { return personality::to_json(p).dump(); })
-      .def("__repr__", [](const Personality& p) { return personality::to_json(p).dump(); });
+      .def("__str__", [](const Personality& p) { return personality::to_json(p).dump(); });
+  bound.done();
 
   m.def(
       "default_personality_dirs", [] { return personality::default_personality_dirs(); },
@@ -327,27 +356,6 @@ void bind_work_requests(py::module_& m) {
              rdmap::WrOpcode::kSendWithSolicitedEventAndInvalidate)
       .value("RDMA_WRITE", rdmap::WrOpcode::kRdmaWrite)
       .value("RDMA_READ", rdmap::WrOpcode::kRdmaRead);
-  py::enum_<rdmap::WcOpcode>(m, "WcOpcode")
-      .value("SEND", rdmap::WcOpcode::kSend)
-      .value("RDMA_WRITE", rdmap::WcOpcode::kRdmaWrite)
-      .value("RDMA_READ", rdmap::WcOpcode::kRdmaRead)
-      .value("RECV", rdmap::WcOpcode::kRecv);
-  py::enum_<rdmap::WcStatus>(m, "WcStatus")
-      .value("SUCCESS", rdmap::WcStatus::kSuccess)
-      .value("LOCAL_LENGTH_ERROR", rdmap::WcStatus::kLocalLengthError)
-      .value("LOCAL_PROTECTION_ERROR", rdmap::WcStatus::kLocalProtectionError)
-      .value("REMOTE_ACCESS_ERROR", rdmap::WcStatus::kRemoteAccessError)
-      .value("REMOTE_OPERATION_ERROR", rdmap::WcStatus::kRemoteOperationError)
-      .value("FATAL_ERROR", rdmap::WcStatus::kFatalError)
-      .value("FLUSHED", rdmap::WcStatus::kFlushed)
-      .value("RETRY_EXCEEDED", rdmap::WcStatus::kRetryExceeded)
-      .value("RNR_RETRY_EXCEEDED", rdmap::WcStatus::kRnrRetryExceeded)
-      .value("REMOTE_INVALID_REQUEST", rdmap::WcStatus::kRemoteInvalidRequest)
-      .value("LOCAL_QP_OPERATION_ERROR", rdmap::WcStatus::kLocalQpOperationError)
-      .value("BAD_RESPONSE", rdmap::WcStatus::kBadResponse);
-  m.def(
-      "wc_status_name", [](rdmap::WcStatus s) { return std::string(rdmap::wc_status_name(s)); },
-      py::arg("status"), "Stable id: \"remote_access_error\".");
   m.def(
       "post_error_name", [](rdmap::PostError e) { return std::string(rdmap::post_error_name(e)); },
       py::arg("error"));
@@ -381,16 +389,40 @@ void bind_work_requests(py::module_& m) {
       .def_readwrite("wr_id", &RecvWr::wr_id)
       .def_readwrite("sge", &RecvWr::sge);
 
-  py::class_<WorkCompletion>(m, "WorkCompletion")
-      .def(py::init<>())
-      .def_readwrite("wr_id", &WorkCompletion::wr_id)
-      .def_readwrite("opcode", &WorkCompletion::opcode)
-      .def_readwrite("status", &WorkCompletion::status)
-      .def_readwrite("byte_len", &WorkCompletion::byte_len)
-      .def_readwrite("solicited", &WorkCompletion::solicited)
-      .def_readwrite("invalidated_stag", &WorkCompletion::invalidated_stag)
-      .def_property_readonly("terminate",
-                             [](const WorkCompletion& wc) { return cause_tuple(wc.terminate); });
+  ValueClass<WorkCompletion> completion(
+      m, "WorkCompletion",
+      "One completion queue entry (core/rdmap/work_request.h, ibv_wc). terminate is the "
+      "Terminate behind an error status; byte_len the received length (RECV) or the message "
+      "length.");
+  completion.readonly("wr_id", &WorkCompletion::wr_id)
+      .readonly("opcode", &WorkCompletion::opcode, "what the completed work request was")
+      .readonly("status", &WorkCompletion::status, "how it ended")
+      .readonly("byte_len", &WorkCompletion::byte_len, "received length (RECV) or message length")
+      .readonly("solicited", &WorkCompletion::solicited, "RECV of a Send with Solicited Event")
+      .readonly("invalidated_stag", &WorkCompletion::invalidated_stag,
+                "RECV of a Send with Invalidate: the STag it invalidated, else None")
+      .property(
+          "terminate",
+          [](const WorkCompletion& wc) -> py::object {
+            if (!wc.terminate) return py::none();
+            py::module_ errors = py::module_::import("rdma_interop.errors");
+            return errors.attr("TerminateCause")(
+                errors.attr("TermLayer")(static_cast<int>(wc.terminate->layer)),
+                wc.terminate->etype, wc.terminate->code);
+          },
+          [](WorkCompletion& wc, std::optional<std::tuple<int, std::uint8_t, std::uint8_t>> cause) {
+            if (!cause) {
+              wc.terminate.reset();
+              return;
+            }
+            auto [layer, etype, code] = *cause;
+            wc.terminate = wire::TerminateCause{static_cast<wire::TermLayer>(layer), etype, code};
+          },
+          "the Terminate behind an error status (an errors.TerminateCause), else None");
+  completion.cls().def_property_readonly(
+      "ok", [](const WorkCompletion& wc) { return wc.status == rdmap::WcStatus::kSuccess; },
+      "status is SUCCESS");
+  completion.done();
 }
 
 void bind_connection(py::module_& m) {
@@ -409,15 +441,16 @@ void bind_connection(py::module_& m) {
 
   using transport::CompletionQueue;
   using transport::CompletionQueueCounters;
-  py::class_<CompletionQueueCounters>(m, "CompletionQueueCounters")
-      .def(py::init<>())
-      .def_readonly("entries", &CompletionQueueCounters::entries)
-      .def_readonly("depth", &CompletionQueueCounters::depth)
-      .def_readonly("high_water", &CompletionQueueCounters::high_water)
-      .def_readonly("pushed", &CompletionQueueCounters::pushed)
-      .def_readonly("polled", &CompletionQueueCounters::polled)
-      .def_readonly("overruns", &CompletionQueueCounters::overruns)
-      .def(py::self == py::self);
+  ValueClass<CompletionQueueCounters>(m, "CompletionQueueCounters",
+                                      "A consistent snapshot of a completion queue's figures.")
+      .readonly("entries", &CompletionQueueCounters::entries, "the size; 0: unbounded")
+      .readonly("depth", &CompletionQueueCounters::depth, "completions waiting to be polled")
+      .readonly("high_water", &CompletionQueueCounters::high_water, "most ever waiting at once")
+      .readonly("pushed", &CompletionQueueCounters::pushed, "completions queued")
+      .readonly("polled", &CompletionQueueCounters::polled, "completions handed out")
+      .readonly("overruns", &CompletionQueueCounters::overruns,
+                "completions lost because the queue was full")
+      .done();
 
   // Held by shared_ptr: connections created with it (QpCaps.cq) keep a reference of their own.
   py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(m, "CompletionQueue")
@@ -596,53 +629,74 @@ void bind_provider_objects(py::module_& m) {
       .def_readwrite("retry_seed", &transport::ConnectOptions::retry_seed);
 
   m.attr("BACKLOG_FULL_MARKER") = py::bytes(std::string(cm::kBacklogFullMarker));
-  py::enum_<cm::BacklogOverflow>(m, "BacklogOverflow")
-      .value("DROP", cm::BacklogOverflow::kDrop)
-      .value("REJECT", cm::BacklogOverflow::kReject);
 
   using transport::ListenOptions;
-  py::class_<ListenOptions>(m, "ListenOptions")
-      .def(py::init<>())
-      .def_readwrite("backlog", &ListenOptions::backlog)
-      .def_readwrite("overflow", &ListenOptions::overflow)
-      .def_readwrite("half_open_limit", &ListenOptions::half_open_limit)
-      .def_property(
-          "decision_timeout_ms",
-          [](const ListenOptions& o) {
-            return static_cast<std::int64_t>(o.decision_timeout.count());
-          },
-          [](ListenOptions& o, std::int64_t ms) { o.decision_timeout = Millis(ms); })
-      .def_property(
-          "overflow_timeout_ms",
-          [](const ListenOptions& o) {
-            return static_cast<std::int64_t>(o.overflow_timeout.count());
-          },
-          [](ListenOptions& o, std::int64_t ms) { o.overflow_timeout = Millis(ms); });
+  auto decision_timeout = millis_property(&ListenOptions::decision_timeout);
+  auto overflow_timeout = millis_property(&ListenOptions::overflow_timeout);
+  ValueClass<ListenOptions>(
+      m, "ListenOptions",
+      "A listener's backlog policy (core/transport/provider.h, core/cm/listen_backlog.h). A "
+      "Request holds one of `backlog` slots from its arrival until the application accepts or "
+      "rejects it, or decision_timeout_ms passes (then it is rejected). half_open_limit bounds "
+      "the TCP connections whose Request is not complete yet (0: max(4 * backlog, 64)); they "
+      "expire after the policy's request timeout. With Overflow.DROP a Request over the "
+      "backlog waits up to overflow_timeout_ms for a slot.")
+      .field("backlog", &ListenOptions::backlog,
+             "Requests that may wait for the application's decision (>= 1)")
+      .field("overflow", &ListenOptions::overflow,
+             "What a Request that finds every slot taken gets")
+      .field("half_open_limit", &ListenOptions::half_open_limit,
+             "Connections without a complete MPA Request kept at once; 0: max(4 * backlog, 64)")
+      .property("decision_timeout_ms", decision_timeout.first, decision_timeout.second,
+                "An undecided Request is rejected (and counted pending_expired) after this long")
+      .property("overflow_timeout_ms", overflow_timeout.first, overflow_timeout.second,
+                "Drop: how long a Request waits over the backlog before it is closed unanswered")
+      .done();
 
   using cm::BacklogCounters;
-  py::class_<BacklogCounters>(m, "BacklogCounters")
-      .def(py::init<>())
-      .def_readwrite("backlog", &BacklogCounters::backlog)
-      .def_readwrite("pending", &BacklogCounters::pending)
-      .def_readwrite("high_water", &BacklogCounters::high_water)
-      .def_readwrite("requests", &BacklogCounters::requests)
-      .def_readwrite("accepted", &BacklogCounters::accepted)
-      .def_readwrite("rejected_by_app", &BacklogCounters::rejected_by_app)
-      .def_readwrite("pending_expired", &BacklogCounters::pending_expired)
-      .def_readwrite("pending_aborted", &BacklogCounters::pending_aborted)
-      .def_readwrite("overflow_rejected", &BacklogCounters::overflow_rejected)
-      .def_readwrite("overflow_waiting", &BacklogCounters::overflow_waiting)
-      .def_readwrite("overflow_dropped", &BacklogCounters::overflow_dropped)
-      .def_readwrite("half_open", &BacklogCounters::half_open)
-      .def_readwrite("half_open_limit", &BacklogCounters::half_open_limit)
-      .def_readwrite("half_open_opened", &BacklogCounters::half_open_opened)
-      .def_readwrite("half_open_completed", &BacklogCounters::half_open_completed)
-      .def_readwrite("half_open_expired", &BacklogCounters::half_open_expired)
-      .def_readwrite("half_open_aborted", &BacklogCounters::half_open_aborted)
-      .def_readwrite("half_open_evicted", &BacklogCounters::half_open_evicted)
+  ValueClass<BacklogCounters> counters(
+      m, "BacklogCounters",
+      "What a listener's backlog has seen (core/cm/backlog_counters.h), exact under any "
+      "interleaving; broken_invariant() says which invariant fails, if any.");
+  counters.readonly("backlog", &BacklogCounters::backlog, "slots (the listen() argument)")
+      .readonly("pending", &BacklogCounters::pending, "Requests holding a slot now")
+      .readonly("high_water", &BacklogCounters::high_water, "most slots ever held at once")
+      .readonly("requests", &BacklogCounters::requests, "valid Requests received")
+      .readonly("accepted", &BacklogCounters::accepted, "the application accepted (Reply sent)")
+      .readonly("rejected_by_app", &BacklogCounters::rejected_by_app, "the application rejected")
+      .readonly("pending_expired", &BacklogCounters::pending_expired,
+                "held a slot, the application never decided in time")
+      .readonly("pending_aborted", &BacklogCounters::pending_aborted,
+                "held a slot, the peer went away before a decision")
+      .readonly("overflow_rejected", &BacklogCounters::overflow_rejected,
+                "over the backlog, answered with the overflow Reject")
+      .readonly("overflow_waiting", &BacklogCounters::overflow_waiting,
+                "drop policy: unanswered, waiting for a slot now")
+      .readonly("overflow_dropped", &BacklogCounters::overflow_dropped,
+                "drop policy: expired or the peer gave up waiting")
+      .readonly("half_open", &BacklogCounters::half_open,
+                "TCP connections without a complete Request now")
+      .readonly("half_open_limit", &BacklogCounters::half_open_limit,
+                "most half-open connections kept at once")
+      .readonly("half_open_opened", &BacklogCounters::half_open_opened)
+      .readonly("half_open_completed", &BacklogCounters::half_open_completed,
+                "their Request arrived (counted in requests)")
+      .readonly("half_open_expired", &BacklogCounters::half_open_expired,
+                "no complete Request within the request timeout")
+      .readonly("half_open_aborted", &BacklogCounters::half_open_aborted,
+                "the peer closed, or sent garbage, first")
+      .readonly("half_open_evicted", &BacklogCounters::half_open_evicted,
+                "the oldest, closed to make room: the queue was full");
+  counters.cls()
+      .def_property_readonly(
+          "tcp_accepted", [](const BacklogCounters& c) { return c.half_open_opened; },
+          "TCP connections the listener accepted (every one starts half-open).")
       .def("broken_invariant", &BacklogCounters::broken_invariant,
            "Empty when every invariant of backlog_counters.h holds, else which is broken.")
-      .def(py::self == py::self);
+      .def(
+          "invariants_hold", [](const BacklogCounters& c) { return c.broken_invariant().empty(); },
+          "True when broken_invariant() is empty.");
+  counters.done();
 
   // keep_alive<0, 1>: what a call returns keeps the object it came from alive (a connection
   // its pending request, listener and provider), whatever the provider does internally.

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/personality/policy_names.h"
 #include "core/wire/iwarp_constants.h"
 
 namespace rdma_interop::personality {
@@ -12,35 +13,17 @@ namespace {
 using nlohmann::json;
 using namespace rdma_interop::cm;
 
-// Wire names, shared by the parser and to_json() so the two always agree.
-constexpr std::pair<std::string_view, RtrType> kRtrNames[] = {
-    {"send", RtrType::kSend}, {"write", RtrType::kWrite}, {"read", RtrType::kRead}};
-constexpr std::pair<std::string_view, CrcMode> kCrcNames[] = {
-    {"want", CrcMode::kWant}, {"optional", CrcMode::kOptional}, {"refuse", CrcMode::kRefuse}};
-constexpr std::pair<std::string_view, PeerToPeer> kP2pNames[] = {
-    {"off", PeerToPeer::kOff},
-    {"when-asked", PeerToPeer::kWhenAsked},
-    {"on", PeerToPeer::kOn},
-    {"required", PeerToPeer::kRequired}};
-constexpr std::pair<std::string_view, OnNewerRevision> kNewerNames[] = {
-    {"reply", OnNewerRevision::kReplyOwnRevision},
-    {"reset", OnNewerRevision::kReset},
-    {"close", OnNewerRevision::kClose}};
-constexpr std::pair<std::string_view, Refusal> kRefusalNames[] = {{"reject", Refusal::kReject},
-                                                                  {"reset", Refusal::kReset}};
-constexpr std::pair<std::string_view, OnMalformed> kMalformedNames[] = {
-    {"reset", OnMalformed::kReset}, {"close", OnMalformed::kClose}};
-constexpr std::pair<std::string_view, RtrReply> kRtrReplyNames[] = {
-    {"chosen", RtrReply::kChosen}, {"own", RtrReply::kOwn}, {"all-common", RtrReply::kAllCommon}};
-constexpr std::pair<std::string_view, NoCommonRtr> kNoCommonNames[] = {
-    {"refuse", NoCommonRtr::kRefuse},
-    {"propose", NoCommonRtr::kPropose},
-    {"offer-all", NoCommonRtr::kOfferAll},
-    {"decline", NoCommonRtr::kDecline}};
-constexpr std::pair<std::string_view, RtrCheck> kRtrCheckNames[] = {{"agreed", RtrCheck::kAgreed},
-                                                                    {"any", RtrCheck::kAny}};
-constexpr std::pair<std::string_view, RtrFromReply> kFromReplyNames[] = {
-    {"exact", RtrFromReply::kExact}, {"preference", RtrFromReply::kPreference}};
+// Wire names (policy_names.h), shared by the parser and to_json() so the two always agree.
+constexpr const auto& kRtrNames = PolicyNames<RtrType>::table;
+constexpr const auto& kCrcNames = PolicyNames<CrcMode>::table;
+constexpr const auto& kP2pNames = PolicyNames<PeerToPeer>::table;
+constexpr const auto& kNewerNames = PolicyNames<OnNewerRevision>::table;
+constexpr const auto& kRefusalNames = PolicyNames<Refusal>::table;
+constexpr const auto& kMalformedNames = PolicyNames<OnMalformed>::table;
+constexpr const auto& kRtrReplyNames = PolicyNames<RtrReply>::table;
+constexpr const auto& kNoCommonNames = PolicyNames<NoCommonRtr>::table;
+constexpr const auto& kRtrCheckNames = PolicyNames<RtrCheck>::table;
+constexpr const auto& kFromReplyNames = PolicyNames<RtrFromReply>::table;
 
 template <class E, std::size_t N>
 std::string_view name_of(const std::pair<std::string_view, E> (&table)[N], E value) {

@@ -29,25 +29,25 @@ std::string file_name_for(pid_t pid) {
   return std::to_string(pid) + "-" + token + ".json";
 }
 
-std::int64_t monotonic_ns() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Publisher::Options completed(Publisher::Options o) {
   if (o.pid == 0) o.pid = ::getpid();
   if (o.process_name.empty()) o.process_name = own_process_name();
+  if (!o.clock) o.clock = Publisher::system_time;
   return o;
 }
 
 }  // namespace
+
+Publisher::Timestamps Publisher::system_time() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  Timestamps t;
+  t.monotonic_ns = static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  t.wall_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::system_clock::now().time_since_epoch())
+                  .count();
+  return t;
+}
 
 Publisher::Publisher(Options options)
     : options_(completed(std::move(options))),
@@ -95,7 +95,14 @@ void Publisher::start_locked() {
     }
   }
   publish_locked();
-  if (!disabled_ && !thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (options_.own_thread && !disabled_ && !thread_.joinable()) {
+    thread_ = std::thread([this] { run(); });
+  }
+}
+
+void Publisher::poll() {
+  std::lock_guard lock(mu_);
+  publish_locked();
 }
 
 void Publisher::unregister(Id id) {
@@ -135,8 +142,9 @@ void Publisher::publish_locked() {
   s.pid = options_.pid;
   s.process = options_.process_name;
   s.sequence = sequence_ + 1;
-  s.monotonic_ns = monotonic_ns();
-  s.wall_ms = wall_ms();
+  const Timestamps taken = options_.clock();
+  s.monotonic_ns = taken.monotonic_ns;
+  s.wall_ms = taken.wall_ms;
   s.listeners = now.first;
   s.connections = now.second;
   if (auto e = write_atomically(options_.run_dir, file_name_, to_json_text(s))) {

@@ -5,20 +5,25 @@
 // Listeners register a function that returns their current snapshot; a message endpoint
 // registers one that returns a snapshot per connection (connection_snapshot.h). Both kinds
 // share one id space, and unregister() takes either. The publisher writes the file at once on
-// every register and unregister, and otherwise polls the functions every `interval` (100 ms)
-// from its own thread and rewrites the file only when a snapshot changed: at most ten writes
-// a second, and nothing while the node is idle.
+// every register and unregister, and otherwise polls the functions (poll()) every `interval`
+// (100 ms) from its own thread and rewrites the file only when a snapshot changed: at most
+// ten writes a second, and nothing while the node is idle.
+//
+// Time is an input: the file's timestamps come from Options::clock, and with
+// Options::own_thread off nothing polls but the owner's poll() calls, so a test steps the
+// intervals itself instead of sleeping through them.
 //
 // Nothing touches the file system until the first register. If the run directory cannot
 // be created or written, telemetry is off for this publisher after one warning on stderr;
 // registering still succeeds (telemetry never fails a listen()).
 //
-// Threading: every member is thread-safe. The snapshot functions are called with the
-// publisher's lock held, from the registering thread or the publisher's thread, never after
-// their unregister returned: a function may refer to an object that unregisters in its
-// destructor. They must not call back into the publisher, and an object whose function takes
-// its own lock must not register or unregister while holding that lock (the publisher's
-// thread may be inside the function, waiting for it).
+// Threading: every member is thread-safe. The snapshot functions (and the clock) are called
+// with the publisher's lock held, from the thread that registers, unregisters or polls, or
+// the publisher's own thread, never after their unregister returned: a function may refer
+// to an object that unregisters in its destructor. They must not call back into the
+// publisher, and an object whose function takes its own lock must not register, unregister
+// or poll while holding that lock (the publisher's thread may be inside the function,
+// waiting for it).
 #pragma once
 
 #include <sys/types.h>
@@ -43,11 +48,24 @@ namespace rdma_interop::telemetry {
 
 class Publisher {
  public:
+  // When a snapshot was taken, as the file says it (ProcessSnapshot's two clocks).
+  struct Timestamps {
+    std::int64_t monotonic_ns = 0;  // CLOCK_MONOTONIC
+    std::int64_t wall_ms = 0;       // Unix time
+  };
+  using Clock = std::function<Timestamps()>;
+  // The system's clocks: what a Publisher uses unless told otherwise.
+  static Timestamps system_time();
+
   struct Options {
     std::filesystem::path run_dir;              // where the file goes
-    std::chrono::milliseconds interval{100};    // change polling period
+    std::chrono::milliseconds interval{100};    // how often the own thread polls
     pid_t pid = 0;                              // 0: getpid()
     std::string process_name;                   // empty: /proc/self/comm
+    // Who calls poll(): a thread of the publisher's own every `interval` (true), or only the
+    // owner (false: a test stepping the intervals, with no thread and no sleep).
+    bool own_thread = true;
+    Clock clock;                                // empty: system_time()
   };
   using SnapshotFn = std::function<ListenerSnapshot()>;
   // Every connection of one message endpoint, in the order the file should list them.
@@ -69,6 +87,10 @@ class Publisher {
   void unregister(Id id);
   void unregister_listener(Id id) { unregister(id); }
 
+  // One interval's work: takes every snapshot and rewrites the file if any changed since the
+  // last write (at most one write a call). The own thread calls it every `interval`.
+  void poll();
+
   // False once the run directory proved unusable (the warning has been printed).
   bool enabled() const;
   // The file this publisher writes (it exists only while at least one write succeeded).
@@ -79,7 +101,7 @@ class Publisher {
  private:
   void start_locked();    // the run directory and the thread, on the first register
   void publish_locked();  // takes the snapshots and writes them
-  void run();             // the polling thread
+  void run();             // the own thread: poll() every interval
   void disable_locked(const std::string& why);
 
   const Options options_;

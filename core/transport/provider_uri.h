@@ -1,5 +1,5 @@
-// provider_uri.h - which provider and where: "tcp://198.18.0.2:7174", "verbs://siw0",
-// "sim://seed=7". Parsing is strict and says what is wrong.
+// provider_uri.h - which provider and where: "tcp://198.18.0.2:7174", "verbs://siw0" (the
+// providers' schemes; the simulator, core/sim, is none). Strict: it says what is wrong.
 //
 // verbs URIs name an rdma_cm address, optionally with RC timing options:
 //   verbs://10.0.2.15:7000               an IP address (one on an RDMA device) and port
@@ -23,8 +23,8 @@
 namespace rdma_interop::transport {
 
 struct ProviderUri {
-  std::string scheme;  // "tcp", "verbs", "sim"
-  std::string host;    // tcp: IPv4 address or name; verbs: address, device or name; sim: the rest
+  std::string scheme;  // "tcp" or "verbs"
+  std::string host;    // tcp: IPv4 address or name; verbs: address, device or name
   std::uint16_t port = 0;  // verbs: 0 when the URI has none
   // verbs: the query's key=value pairs, in order (validated by the parser).
   std::vector<std::pair<std::string, std::string>> query = {};

@@ -9,31 +9,23 @@ its own (the namespaces share one filesystem).
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
-PLAYBOOKS = REPO / "playbooks"
-sys.path.insert(0, str(REPO / "bindings" / "python"))  # lab.py: pure Python, no build needed
+from rdma_interop.lab import NamespaceHost, NamespaceLab
 
-from rdma_interop.lab import NamespaceHost, NamespaceLab  # noqa: E402
+from tests.support.paths import REPO_ROOT, build_dir
+from tests.support.waiting import eventually
 
+PLAYBOOKS = REPO_ROOT / "playbooks"
 SSHD = "/usr/sbin/sshd"
 # sshd's privilege-separation directory; Debian's init script would make it.
 SSHD_PRIVSEP_DIR = Path("/run/sshd")
 RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)"
                       r"\s+skipped=(\d+)\s+rescued=(\d+)\s+ignored=(\d+)", re.M)
-
-
-def build_dir() -> Path:
-    build = Path(os.environ.get("RDMA_INTEROP_BUILD", "build"))
-    return build if build.is_absolute() else REPO / build
 
 
 @dataclass
@@ -135,15 +127,15 @@ class SshNodeLab:
              command], timeout=timeout)
 
     def _wait_for_ssh(self, node: Node, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
+        last: list[str] = []
+
+        def answers() -> bool:
             done = self.ssh(node, "true")
-            if done.returncode == 0:
-                return
-            last = done.stderr.strip()
-            time.sleep(0.3)
-        raise RuntimeError(f"sshd on {node.name} ({node.address}) did not answer: {last}")
+            last[:] = [done.stderr.strip()]
+            return done.returncode == 0
+
+        if not eventually(answers, timeout, interval=0.3):
+            raise RuntimeError(f"sshd on {node.name} ({node.address}) did not answer: {last[0]}")
 
     def write_inventory(self, **extra_vars: Any) -> Path:
         """node1: controller and initiator; node2: initiator and responder; node3: responder.
@@ -167,7 +159,7 @@ class SshNodeLab:
                 "ansible_ssh_private_key_file": str(self.key),
                 "ansible_ssh_common_args": common_args,
                 "ansible_python_interpreter": "/usr/bin/python3",
-                "rdma_interop_source": str(REPO),
+                "rdma_interop_source": str(REPO_ROOT),
                 # One build tree for every node (the test run's own), one prefix each.
                 "rdma_interop_build_dir": str(build_dir()),
                 "rdma_interop_lab_ssh_key": str(self.key),

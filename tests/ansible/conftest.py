@@ -13,33 +13,26 @@ from collections.abc import Iterator
 
 import pytest
 
-from ansible_support import SSHD, SshNodeLab, build_dir
+from tests.support.namespace_lab import namespace_lab
+from tests.support.paths import build_dir
 
-from rdma_interop.lab import LabError, NamespaceLab, namespaces_available
+from .ansible_support import SSHD, SshNodeLab
 
 N_NODES = 3
 
 
 @pytest.fixture(scope="session")
 def node_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshNodeLab]:
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(why)
     for tool in ("ansible-playbook", "ssh", "ssh-keygen", SSHD):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not installed (tools/install-deps.sh installs it)")
     if not (build_dir() / "CMakeCache.txt").is_file():
         pytest.skip(f"no build tree at {build_dir()}: the nodes install from it "
                     "(cmake -S . -B build && cmake --build build)")
-    lab = NamespaceLab(1 + N_NODES, prefix="rdmai")
-    try:
-        lab.start()
-    except LabError as e:
-        pytest.skip(f"cannot build the namespace lab: {e}")
-    nodes = SshNodeLab(lab, tmp_path_factory.mktemp("ansible-lab"))
-    try:
-        nodes.start()
-        yield nodes
-    finally:
-        nodes.stop()
-        lab.close()
+    with namespace_lab(1 + N_NODES, prefix="rdmai") as lab:
+        nodes = SshNodeLab(lab, tmp_path_factory.mktemp("ansible-lab"))
+        try:
+            nodes.start()
+            yield nodes
+        finally:
+            nodes.stop()

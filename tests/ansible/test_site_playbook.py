@@ -18,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_support import PLAYBOOKS, REPO, SshNodeLab
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.waiting import eventually
+
+from .ansible_support import PLAYBOOKS, SshNodeLab
 
 PERSONALITIES = ["siw", "rev1-only"]
 BASE_PORT = 7300
@@ -35,7 +38,7 @@ def inventory(lab: SshNodeLab) -> Path:
     matrix_dir.mkdir(exist_ok=True)
     for name in PERSONALITIES:
         (matrix_dir / f"{name}.json").write_text(
-            (REPO / "tools" / "personalities" / f"{name}.json").read_text())
+            (SHIPPED_PERSONALITIES / f"{name}.json").read_text())
     return lab.write_inventory(
         rdma_interop_personalities=PERSONALITIES, rdma_interop_base_port=BASE_PORT,
         rdma_interop_pytest_args=["--personality-dir", str(matrix_dir),
@@ -161,13 +164,8 @@ def test_a_killed_responder_comes_back_under_its_supervisor(node_lab: SshNodeLab
     pids = serve_pids(node_lab, "node3")
     assert BASE_PORT in pids
     os.kill(pids[BASE_PORT], 9)  # same machine: the namespace shares our pid space
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        now = serve_pids(node_lab, "node3")
-        if now.get(BASE_PORT) not in (None, pids[BASE_PORT]):
-            break
-        time.sleep(0.2)
-    else:
+    if not eventually(lambda: serve_pids(node_lab, "node3").get(BASE_PORT)
+                      not in (None, pids[BASE_PORT]), timeout=15, interval=0.2):
         pytest.fail(f"the siw responder on node3 did not come back: {serve_pids(node_lab, 'node3')}")
     log = next(n for n in node_lab.nodes if n.name == "node3").state_dir / "log" / "serve-siw.log"
     assert "exited with status" in log.read_text()

@@ -10,7 +10,6 @@ operation the exchange uses, and find every checked CRC good.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -21,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from rdma_interop.lab import NamespaceLab, namespaces_available
+from tests.support.namespace_lab import namespace_lab
+from tests.support.tools import require_tools
 
-REPO = Path(__file__).resolve().parents[2]
 PORT = 7174
 # tshark's payload heuristics would read the exchange's JSON Sends as their own protocols.
 PAYLOAD_HEURISTICS = ("rpcrdma_iwarp", "smb_direct_iwarp")
@@ -31,25 +30,14 @@ PAYLOAD_HEURISTICS = ("rpcrdma_iwarp", "smb_direct_iwarp")
 SEND, RDMA_WRITE, READ_REQUEST, READ_RESPONSE = 3, 0, 1, 2
 
 
-def probe() -> str:
-    build = Path(os.environ.get("RDMA_INTEROP_BUILD", REPO / "build"))
-    for candidate in (build / "tools" / "rdma-probe", Path(shutil.which("rdma-probe") or "")):
-        if candidate.is_file():
-            return str(candidate)
-    pytest.fail("rdma-probe not built")
-
-
 @pytest.fixture(scope="module")
 def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(why)
     for tool in ("tcpdump", "tshark"):
         if not shutil.which(tool):
             pytest.skip(f"{tool} is not installed")
     pcap = tmp_path_factory.mktemp("lab-capture") / "lab.pcap"
-    rdma_probe = probe()
-    with NamespaceLab(n_hosts=2) as lab:
+    rdma_probe = require_tools("rdma-probe")["rdma-probe"]
+    with namespace_lab(2, prefix="rdmacap") as lab:
         client, server = lab.hosts
         dump = server.popen(["tcpdump", "-i", "eth0", "-n", "-U", "--immediate-mode",
                              "-w", str(pcap), "tcp", "port", str(PORT)])

@@ -48,7 +48,8 @@ from typing import Optional
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import build_dir, build_dir_named
+
 PEER_NAME = "iwarp_capture_peer"
 PEER_EXIT_PORT_IN_USE = 3
 MARKER_INTERVAL = 512  # RFC 5044 s4.3
@@ -148,16 +149,16 @@ class Tools:
 
 
 def _find_peer() -> Path:
-    env = os.environ.get("RDMA_INTEROP_BUILD")
-    build = Path(env) if env else REPO_ROOT / "build"
+    build = build_dir()
     candidates = [build / "tests" / "capture" / PEER_NAME, build / PEER_NAME]
     for c in candidates:
         if c.is_file() and os.access(c, os.X_OK):
             return c
-    where = f"RDMA_INTEROP_BUILD={env}" if env else f"{build} (set RDMA_INTEROP_BUILD)"
+    where = (f"RDMA_INTEROP_BUILD={build}" if build_dir_named()
+             else f"{build} (set RDMA_INTEROP_BUILD)")
     message = (f"{PEER_NAME} not built in {where}: cmake --build <build dir> "
                f"--target {PEER_NAME}")
-    if env:  # the caller named a build dir, so a missing binary is an error, not a skip
+    if build_dir_named():  # the caller named a build dir: a missing binary is an error
         pytest.fail(message)
     pytest.skip(message)
 

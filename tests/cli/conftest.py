@@ -1,8 +1,9 @@
-"""Fixtures for the rdma-probe CLI tests: the binary, personalities with short timeouts, and
-a `serve` process read line by line.
+"""Fixtures for the CLI tests: the binaries, personalities with short timeouts, a `serve`
+process read line by line, and a run directory for backlog-stat.
 
-The binary comes from the build tree named by $RDMA_INTEROP_BUILD (relative to the
-repository root or absolute), else build/ at the repository root, else `rdma-probe` on PATH:
+The binaries come from the build tree named by $RDMA_INTEROP_BUILD (relative to the
+repository root or absolute), else build/ at the repository root, else PATH
+(tests/support/tools.py):
 
     RDMA_INTEROP_BUILD=build-cli /usr/bin/python3 -m pytest tests/cli
 """
@@ -10,13 +11,16 @@ repository root or absolute), else build/ at the repository root, else `rdma-pro
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from probe_support import PROBE, QUICK_TIMEOUTS, SHIPPED_PERSONALITIES, Run, ServeProcess, run_probe
+from tests.support.paths import SHIPPED_PERSONALITIES, build_dir, build_dir_named
+
+from .probe_support import BACKLOG_STAT, PROBE, QUICK_TIMEOUTS, Run, ServeProcess, run_probe
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -26,8 +30,33 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def probe() -> Path:
     if PROBE is None:
+        if build_dir_named():  # the named tree must hold what it is tested for
+            pytest.fail(f"RDMA_INTEROP_BUILD={build_dir()}: no rdma-probe; build it first")
         pytest.skip("rdma-probe is not built (set RDMA_INTEROP_BUILD or build into build/)")
     return PROBE
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private run directory, for the servers (through the environment) and for us. Not
+    created (backlog-stat's tests start from a run directory that does not exist yet), unlike
+    the shared run_dir fixture this one overrides (tests/support/fixtures.py)."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("RDMA_INTEROP_RUN_DIR", str(d))
+    return d
+
+
+@pytest.fixture
+def backlog_stat(run_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """backlog_stat(*args, timeout=10.0): backlog-stat run to completion, over run_dir."""
+    if BACKLOG_STAT is None:
+        pytest.skip("backlog-stat is not built (set RDMA_INTEROP_BUILD)")
+    tool = BACKLOG_STAT
+
+    def run(*args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=timeout)
+
+    return run
 
 
 @pytest.fixture

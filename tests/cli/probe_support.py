@@ -1,11 +1,10 @@
-"""Paths and constants shared by the rdma-probe CLI tests and their fixtures."""
+"""What the CLI tests share: the tools under test, short MPA timeouts, a finished run, and
+`rdma-probe serve` read event by event."""
 
 from __future__ import annotations
 
 import json
-import os
 import queue
-import shutil
 import signal
 import subprocess
 import threading
@@ -14,47 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHIPPED_PERSONALITIES = REPO_ROOT / "tools" / "personalities"
+from tests.support.tools import find_tool
 
 # Short MPA waits so failure cases end in well under a second.
 QUICK_TIMEOUTS = {"request_timeout_ms": 1500, "reply_timeout_ms": 1500, "rtr_timeout_ms": 400}
 
-
-def _find_probe() -> Path | None:
-    configured = os.environ.get("RDMA_INTEROP_BUILD")
-    if configured:
-        build = Path(configured)
-        if not build.is_absolute():
-            build = REPO_ROOT / build
-        candidate = build / "tools" / "rdma-probe"
-        if not candidate.is_file():
-            raise RuntimeError(f"RDMA_INTEROP_BUILD={configured}: no {candidate}; build it first")
-        return candidate
-    default = REPO_ROOT / "build" / "tools" / "rdma-probe"
-    if default.is_file():
-        return default
-    found = shutil.which("rdma-probe")
-    return Path(found) if found else None
-
-
-PROBE = _find_probe()
-
-#: Every operator tool, as the build tree lays them out beside rdma-probe.
-TOOLS = ("rdma-probe", "rdma-storm", "rdma-mesh", "backlog-stat", "verbs-check")
-
-
-def tool_path(name: str) -> Path | None:
-    """The built `name` (one of TOOLS), or None when it is not built."""
-    if PROBE is None:
-        return None
-    if name == "rdma-probe":
-        return PROBE
-    path = PROBE.parent / name / name
-    if path.is_file():
-        return path
-    found = shutil.which(name) if PROBE.parent.name != "tools" else None
-    return Path(found) if found else None
+#: The rdma-probe under test (tests/support/tools.py), None when it is not built.
+PROBE = find_tool("rdma-probe")
+#: backlog-stat beside it, None when it is not built.
+BACKLOG_STAT = find_tool("backlog-stat")
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -21,40 +20,12 @@ from typing import Any
 
 import pytest
 
-from probe_support import PROBE, SHIPPED_PERSONALITIES, ServeProcess, run_probe
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.waiting import eventually
 
+from .probe_support import BACKLOG_STAT, ServeProcess, run_probe
 
-def _find_backlog_stat() -> Path | None:
-    if PROBE is not None and PROBE.parent.name == "tools":
-        candidate = PROBE.parent / "backlog-stat" / "backlog-stat"
-        if candidate.is_file():
-            return candidate
-    found = shutil.which("backlog-stat")
-    return Path(found) if found else None
-
-
-BACKLOG_STAT = _find_backlog_stat()
 SIW = SHIPPED_PERSONALITIES / "siw.json"
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private run directory, for the servers (through the environment) and for us."""
-    d = tmp_path / "run"
-    monkeypatch.setenv("RDMA_INTEROP_RUN_DIR", str(d))
-    return d
-
-
-@pytest.fixture
-def backlog_stat(run_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    if BACKLOG_STAT is None:
-        pytest.skip("backlog-stat is not built (set RDMA_INTEROP_BUILD)")
-    tool = BACKLOG_STAT
-
-    def run(*args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=timeout)
-
-    return run
 
 
 @pytest.fixture
@@ -80,15 +51,6 @@ def entry_for(doc: dict[str, Any], address: str) -> dict[str, Any]:
     found = [entry for entry in doc["listeners"] if entry["local_address"] == address]
     assert len(found) == 1, doc
     return found[0]
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 3.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 COUNTER_NAMES = (
@@ -155,7 +117,7 @@ def test_counters_move_after_a_connection(backlog_stat, server, probe: Path) -> 
         return bool(entry_for(doc, s.address)["counters"]["accepted"] == 1)
 
     # Published within the 100 ms polling interval.
-    assert wait_for(accepted, seconds=2.0)
+    assert eventually(accepted, timeout=2.0)
     doc = json.loads(backlog_stat("--json").stdout)
     validate_document(doc)
     c = entry_for(doc, s.address)["counters"]

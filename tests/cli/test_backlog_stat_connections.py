@@ -15,28 +15,15 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from probe_support import PROBE
-
-
-def _find_backlog_stat() -> Path | None:
-    if PROBE is not None and PROBE.parent.name == "tools":
-        candidate = PROBE.parent / "backlog-stat" / "backlog-stat"
-        if candidate.is_file():
-            return candidate
-    found = shutil.which("backlog-stat")
-    return Path(found) if found else None
-
-
-BACKLOG_STAT = _find_backlog_stat()
+from .probe_support import BACKLOG_STAT
 
 CREDIT_COUNTERS = (
     "credits", "control_credits", "data_slots_in_use", "control_slots_in_use",
@@ -87,25 +74,6 @@ def listener(address: str) -> dict[str, Any]:
     counters = {n: 0 for n in names}
     counters["backlog"] = 16
     return {"local_address": address, "scheme": "tcp", "overflow": "drop", "counters": counters}
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "run"
-    monkeypatch.setenv("RDMA_INTEROP_RUN_DIR", str(d))
-    return d
-
-
-@pytest.fixture
-def backlog_stat(run_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
-    if BACKLOG_STAT is None:
-        pytest.skip("backlog-stat is not built (set RDMA_INTEROP_BUILD)")
-    tool = BACKLOG_STAT
-
-    def run(*args: str, timeout: float = 10.0) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(tool), *args], capture_output=True, text=True, timeout=timeout)
-
-    return run
 
 
 @pytest.fixture

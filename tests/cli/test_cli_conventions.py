@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from probe_support import REPO_ROOT, TOOLS, tool_path
+from tests.support.paths import REPO_ROOT
+from tests.support.tools import TOOLS, tool_or_skip as tool
 
 # Every --help page: (tool, arguments before --help).
 HELP_PAGES = [
@@ -33,13 +34,6 @@ EXIT_NAMES = {0: "ok", 1: "failed", 2: "bad arguments", 3: "unreachable", 4: "no
 
 # Paths into this source tree (tools/..., core/..., a header or source file of ours).
 SOURCE_PATH = re.compile(r"(?<![\w/])(tools|core|bindings|tests)/[\w.-]+|\b[\w-]+\.(h|cc)\b")
-
-
-def tool(name: str) -> Path:
-    path = tool_path(name)
-    if path is None:
-        pytest.skip(f"{name} is not built (set RDMA_INTEROP_BUILD or build into build/)")
-    return path
 
 
 def run(name: str, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess[str]:

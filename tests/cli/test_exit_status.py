@@ -19,24 +19,18 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from probe_support import SHIPPED_PERSONALITIES, tool_path
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.tools import tool_or_skip as tool
+
+from .local_servers import blackholed_port, free_port, http_server
 
 EXIT_NAMES = {0: "ok", 1: "failed", 2: "bad arguments", 3: "unreachable", 4: "not an iWARP peer",
               5: "cannot run"}
-
-
-def tool(name: str) -> Path:
-    path = tool_path(name)
-    if path is None:
-        pytest.skip(f"{name} is not built")
-    return path
 
 
 def run(name: str, *args: Any, timeout: float = 60.0, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -63,53 +57,6 @@ def expect(done: subprocess.CompletedProcess[str], status: int, name: str, *comm
     rows = documented(name, *command)
     assert status in rows, f"{name} {' '.join(command)} --help does not list status {status}"
     assert rows[status].startswith(EXIT_NAMES[status]), rows[status]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def blackholed_port() -> Iterator[int]:
-    """A port whose SYNs go unanswered (a listener with backlog 0 and a full accept queue)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    for _ in range(2):
-        f = socket.socket()
-        f.setblocking(False)
-        f.connect_ex(("127.0.0.1", port))
-        fillers.append(f)
-    time.sleep(0.2)
-    try:
-        yield port
-    finally:
-        for f in fillers:
-            f.close()
-        listener.close()
-
-
-@contextmanager
-def http_server() -> Iterator[int]:
-    port = free_port()
-    proc = subprocess.Popen(["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield port
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 # ---- rdma-probe URI (probe) ------------------------------------------------------------------

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from probe_support import PROBE, TOOLS
+from tests.support.tools import TOOLS
+
+from .probe_support import PROBE
 
 COMMANDS = {"rdma-probe": ["serve", "connect", "probe", "personalities", "xrc", "devices"],
             "rdma-mesh": ["node"]}

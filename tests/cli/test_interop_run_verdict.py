@@ -16,16 +16,18 @@ import time
 from pathlib import Path
 
 import pytest
-from probe_support import PROBE
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "tools" / "interop-run.sh"
+from tests.support.paths import REPO_ROOT, SHIPPED_PERSONALITIES
+
+from .probe_support import PROBE
+
+SCRIPT = REPO_ROOT / "tools" / "interop-run.sh"
 
 
 def interop_run(*args: str, env: dict[str, str] | None = None,
                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env or dict(os.environ), cwd=REPO)
+                          timeout=timeout, env=env or dict(os.environ), cwd=REPO_ROOT)
 
 
 @pytest.mark.parametrize("results", ["a-file", "a-file/below", "/proc", "/proc/interop"])
@@ -46,7 +48,7 @@ def test_pytest_refuses_an_unusable_results_directory_at_once(tmp_path: Path) ->
     """The interop suite itself, run by hand: a usage error before any case, not an
     INTERNALERROR after all of them."""
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           str(REPO / "tests" / "interop"), "--results=/proc/interop"],
+                           str(REPO_ROOT / "tests" / "interop"), "--results=/proc/interop"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]
     assert "--results: /proc/interop cannot be created" in done.stderr
@@ -68,7 +70,7 @@ def build_env() -> dict[str, str]:
 def one_personality(tmp_path: Path) -> Path:
     directory = tmp_path / "personalities"
     directory.mkdir()
-    shutil.copy(REPO / "tools" / "personalities" / "siw.json", directory)
+    shutil.copy(SHIPPED_PERSONALITIES / "siw.json", directory)
     return directory
 
 

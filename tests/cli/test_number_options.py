@@ -8,11 +8,10 @@ nan" never left setup, "serve --exchange-timeout nan" failed every exchange).
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from probe_support import PROBE
+from tests.support.tools import tool_or_skip
 
 BAD_NUMBERS = ["nan", "NaN", "inf", "-inf", "1e300", "-1", "5x", "", "0x10", " 5", "+5"]
 # Whole numbers also refuse a leading zero: CLI11 would store "010" as octal 8.
@@ -40,17 +39,6 @@ CASES = [
 ]
 
 
-def _tool(name: str) -> Path:
-    if PROBE is None:
-        pytest.skip("rdma-probe is not built (set RDMA_INTEROP_BUILD or build into build/)")
-    if name == "rdma-probe":
-        return PROBE
-    path = PROBE.parent / name / name
-    if not path.is_file():
-        pytest.skip(f"{name} is not built ({path})")
-    return path
-
-
 @pytest.mark.parametrize("tool, before, option, kind", CASES,
                          ids=[f"{c[0]} {c[2]}" for c in CASES])
 def test_bad_numbers_are_refused_with_exit_2_and_a_sentence(tool: str, before: list[str],
@@ -58,7 +46,7 @@ def test_bad_numbers_are_refused_with_exit_2_and_a_sentence(tool: str, before: l
     for bad in BAD_INTEGERS if kind == "integer" else BAD_NUMBERS:
         if kind == "optional" and bad == "":
             continue
-        done = subprocess.run([str(_tool(tool)), *before, f"{option}={bad}"],
+        done = subprocess.run([str(tool_or_skip(tool)), *before, f"{option}={bad}"],
                               capture_output=True, text=True, timeout=10)
         assert done.returncode == 2, (bad, done)
         assert option in done.stderr, (bad, done.stderr)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from probe_support import tool_path
+from tests.support.tools import tool_or_skip
 
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d (.*)$")
 
@@ -108,9 +108,7 @@ def test_serve_json_prints_the_same_events_as_objects(probe: Path, personality) 
 
 
 def watch(run_dir: Path, *args: str) -> subprocess.Popen[str]:
-    stat = tool_path("backlog-stat")
-    if stat is None:
-        pytest.skip("backlog-stat is not built")
+    stat = tool_or_skip("backlog-stat")
     return subprocess.Popen([str(stat), "--run-dir", str(run_dir), *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from probe_support import SHIPPED_PERSONALITIES
+from tests.support.paths import SHIPPED_PERSONALITIES
+
+from .local_servers import free_port, http_server
 
 SHIPPED = ["siw", "cxgb4", "cxgb4-write", "cxgb4-rev1", "freebsd-cxgbe", "irdma", "qedr", "erdma",
            "rev1-only", "strict", "never-rtr"]
@@ -271,24 +272,8 @@ def test_budget_bounds_the_connections(rdma_probe, serve):
     assert served <= 4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_an_http_server_is_named_not_an_iwarp_peer(rdma_probe):
-    port = _free_port()
-    http = subprocess.Popen(["/usr/bin/python3", "-m", "http.server", "--bind", "127.0.0.1", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+    with http_server() as port:
         run = rdma_probe("--json", f"tcp://127.0.0.1:{port}")
         assert run.returncode == 4, run.stdout + run.stderr
         report = run.json()
@@ -297,9 +282,6 @@ def test_an_http_server_is_named_not_an_iwarp_peer(rdma_probe):
         plain = rdma_probe(f"tcp://127.0.0.1:{port}")
         assert plain.returncode == 4
         assert "not an iWARP peer" in plain.stdout and "HTTP server" in plain.stdout
-    finally:
-        http.terminate()
-        http.wait(timeout=5)
 
 
 def test_a_silent_server_is_not_an_iwarp_peer_and_the_probe_is_bounded(rdma_probe):
@@ -336,7 +318,7 @@ def test_a_silent_server_is_not_an_iwarp_peer_and_the_probe_is_bounded(rdma_prob
 
 
 def test_a_closed_port_is_unreachable(rdma_probe):
-    run = rdma_probe("--json", f"tcp://127.0.0.1:{_free_port()}")
+    run = rdma_probe("--json", f"tcp://127.0.0.1:{free_port()}")
     assert run.returncode == 3, run.stdout + run.stderr
     report = run.json()
     assert report["outcome"] == "unreachable"

@@ -19,7 +19,9 @@ from typing import Any
 
 import pytest
 
-from probe_support import QUICK_TIMEOUTS, SHIPPED_PERSONALITIES
+from tests.support.paths import SHIPPED_PERSONALITIES
+
+from .probe_support import QUICK_TIMEOUTS
 
 ALL_PATTERNS = 3 * 64 * 1024  # seed_a, seed_b and seed_c regions, each verified end to end
 NEGOTIATED_KEYS = {

@@ -12,7 +12,7 @@ from typing import Callable
 
 import pytest
 
-from probe_support import Run
+from .probe_support import Run
 
 RunProbe = Callable[..., Run]
 

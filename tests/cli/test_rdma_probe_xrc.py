@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from probe_support import Run
+from .probe_support import Run
 
 RunProbe = Callable[..., Run]
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probe_support import ServeProcess
+from .probe_support import ServeProcess
 
 
 def connect(probe: Path, personality: Path, uri: str, *extra: str) -> subprocess.Popen[str]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import queue
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -21,16 +20,12 @@ from typing import Any
 
 import pytest
 
-from probe_support import SHIPPED_PERSONALITIES, tool_path
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.tools import tool_or_skip as tool
+
+from .local_servers import blackholed_port, free_port
 
 SIGNALS = [pytest.param(signal.SIGINT, id="SIGINT"), pytest.param(signal.SIGTERM, id="SIGTERM")]
-
-
-def tool(name: str) -> Path:
-    path = tool_path(name)
-    if path is None:
-        pytest.skip(f"{name} is not built")
-    return path
 
 
 class Lines:
@@ -102,29 +97,6 @@ def running(*cmd: Any) -> Iterator[subprocess.Popen[str]]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-@contextmanager
-def blackholed_port() -> Iterator[int]:
-    """A port whose SYNs go unanswered: a listener with backlog 0 whose accept queue is full
-    (Linux drops the SYN), as a blackholed port looks from the initiator."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    for _ in range(2):
-        f = socket.socket()
-        f.setblocking(False)
-        f.connect_ex(("127.0.0.1", port))
-        fillers.append(f)
-    time.sleep(0.2)
-    try:
-        yield port
-    finally:
-        for f in fillers:
-            f.close()
-        listener.close()
 
 
 def serve_json(personality: Path | str, *extra: str) -> tuple[subprocess.Popen[str], Lines, str]:
@@ -254,12 +226,6 @@ def test_storm_prints_the_report_of_what_was_done_and_exits_1(sig: int) -> None:
     assert report["outcomes"]["connected"] > 0
     assert report["latency_ms"]["connected"]["p50"] is not None
     assert f"stopped by signal {int(sig)} after {report['attempts']} of 500 attempts" in err
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("sig", SIGNALS)

@@ -8,35 +8,28 @@ Results go to $RDMA_INTEROP_RESULTS/devices (default interop-results/devices).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rdma_interop.lab import SshHost, load_lab_file
 
-from guest_lab import GuestLab  # noqa: E402
+from tests.support.paths import items_in, results_dir
 
-from rdma_interop.lab import SshHost, load_lab_file  # noqa: E402
-
-
-def results_dir() -> Path:
-    base = Path(os.environ.get("RDMA_INTEROP_RESULTS", Path(__file__).resolve().parents[2]
-                               / "interop-results"))
-    return base / "devices"
+from .guest_lab import GuestLab
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if os.environ.get("RDMA_INTEROP_SKIP_DEVICES") == "1":
         skip = pytest.mark.skip(reason="RDMA_INTEROP_SKIP_DEVICES=1")
-        for item in items:
+        for item in items_in(Path(__file__).parent, items):
             item.add_marker(skip)
 
 
 @pytest.fixture(scope="module")
 def guest_lab() -> Iterator[GuestLab]:
-    with GuestLab(results_dir() / "lab") as lab:
+    with GuestLab(results_dir("devices") / "lab") as lab:
         yield lab
 
 

@@ -5,7 +5,7 @@ reached over real SSH: the proof of the device tier where the host has no RDMA d
         lab.lab_file          # a lab file (rdma_interop.lab schema) naming every node
         lab.guests[1].stop()  # a node dies
 
-Each guest is tests/kernel/guest.py's guest booted as a lab node (tools/kernel-guest/
+Each guest is tests/support/guest.py's guest booted as a lab node (tools/kernel-guest/
 guest-init.sh, "lab node mode"): an SSH server (dropbear) reached through `hostfwd` on
 127.0.0.1, and two link NICs, one per device kind, each a qemu dgram netdev to a switch port
 of link_hub.py (UDP on 127.0.0.1; never multicast, which would leave the machine):
@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernel"))
-from guest import (REPO_ROOT, SSH_PORT, Guest, GuestError, LabLink, LabNode,  # noqa: E402
-                   build_dir, guest_path)
-from link_hub import LinkHub  # noqa: E402
+from tests.support.guest import SSH_PORT, Guest, GuestError, LabLink, LabNode, guest_path
+from tests.support.paths import REPO_ROOT, build_dir
+
+from .link_hub import LinkHub
 
 #: The directories, in the build tree, that hold our tools; put on a node's PATH.
 TOOL_DIRS = ("tools", "tools/rdma-probe", "tools/verbs-check", "tools/rdma-storm",

@@ -3,7 +3,9 @@ computes what 12 and 48 nodes would take with each. A measurement, not a test (C
 run it: 4 TCG guests take several minutes):
 
     PYTHONPATH=build/python RDMA_INTEROP_BUILD=build /usr/bin/python3 \\
-        tests/devices/measure_rounds.py [--nodes 4] [--group rping --group ib_send_bw ...]
+        -m tests.devices.measure_rounds [--nodes 4] [--group rping --group ib_send_bw ...]
+
+(from the repository root: the guest lab is part of the tests package).
 
 On this machine the guests share 2 cores, so pairs that run "at the same time" also share
 them: the measured gain is a floor. Real lab nodes do not share CPUs, and the estimate for
@@ -17,14 +19,12 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rdma_interop.device_groups import GROUPS
+from rdma_interop.device_tier import DeviceTier
+from rdma_interop.lab import load_lab_file
+from rdma_interop.lab_schedule import estimate
 
-from guest_lab import GuestLab  # noqa: E402
-
-from rdma_interop.device_groups import GROUPS  # noqa: E402
-from rdma_interop.device_tier import DeviceTier  # noqa: E402
-from rdma_interop.lab import load_lab_file  # noqa: E402
-from rdma_interop.lab_schedule import estimate  # noqa: E402
+from tests.devices.guest_lab import GuestLab
 
 DEFAULT_GROUPS = ["rping", "ucmatose", "rdma-probe exchange", "ib_send_bw", "ib_send_lat"]
 

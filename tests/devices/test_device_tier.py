@@ -12,12 +12,14 @@ import time
 from collections.abc import Callable
 
 import pytest
-from conftest import results_dir
-from guest_lab import GuestLab
 
 from rdma_interop.device_groups import GROUPS
 from rdma_interop.device_tier import TOOL_NAMES, DeviceTier, main
 from rdma_interop.lab import SshHost
+
+from tests.support.paths import results_dir
+
+from .guest_lab import GuestLab
 
 KINDS = {"siw0": "iwarp", "rxe0": "roce-v2"}
 LINK = {"siw0": "198.18.4", "rxe0": "198.18.5"}
@@ -64,7 +66,7 @@ def test_each_node_lists_its_devices(lab_hosts: list[SshHost]) -> None:
 def test_device_matrix(lab_hosts: list[SshHost]) -> None:
     matrix = DeviceTier(lab_hosts).run()
     # FINDINGs are JUnit failures only in a strict run (interop-run --strict).
-    matrix.write(results_dir(), strict=os.environ.get("RDMA_INTEROP_STRICT") == "1")
+    matrix.write(results_dir("devices"), strict=os.environ.get("RDMA_INTEROP_STRICT") == "1")
     print(matrix.render_text())
     assert matrix.schedule == [[("node1", "node2")], [("node2", "node1")]]
     cells = {(c.group, c.initiator, c.responder): c for c in matrix.cells}

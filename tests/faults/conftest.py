@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -13,27 +12,23 @@ from pathlib import Path
 
 import pytest
 
-from fault_support import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, ScriptedPeer,
-                           Serve, build_dir)
+from tests.support.tools import require_tools
+
+from .fault_support import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, ScriptedPeer,
+                            Serve)
+
 
 @pytest.fixture(scope="session")
 def rdma_probe() -> str:
-    candidate = build_dir() / "tools" / "rdma-probe"
-    if candidate.exists():
-        return str(candidate)
-    on_path = shutil.which("rdma-probe")
-    if on_path:
-        return on_path
-    pytest.fail(f"rdma-probe not found under {build_dir()} or on PATH: build the project first")
+    return require_tools("rdma-probe")["rdma-probe"]
 
 
 @pytest.fixture(scope="session")
-def peer_env() -> dict[str, str]:
-    """Environment for the scripted peer: the built rdma_interop package, Debian's Python."""
+def peer_env(package_dir: Path | None) -> dict[str, str]:
+    """Environment for the scripted peer (Debian's Python): the package the tests import."""
     env = dict(os.environ)
-    python_dir = build_dir() / "python"
-    if python_dir.exists():
-        env["PYTHONPATH"] = str(python_dir)
+    if package_dir is not None:
+        env["PYTHONPATH"] = str(package_dir)
     return env
 
 

@@ -1,9 +1,5 @@
 """What the fault tests share: the timeouts under test, and handles on our rdma-probe
-serve and on the scripted peer.
-
-A module of its own, not conftest, so tests import it by a name no other suite uses (two
-suites' conftest modules clash when pytest collects them in one session).
-"""
+serve and on the scripted peer."""
 
 from __future__ import annotations
 
@@ -16,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import DEBIAN_PYTHON
+
 SCRIPTED_PEER = Path(__file__).with_name("scripted_peer.py")
-#: The scripted peer imports rdma_interop, built for Debian's interpreter.
-DEBIAN_PYTHON = "/usr/bin/python3"
 
 #: Timeouts of the personality under test: short, so faults end fast, and distinct, so the
 #: test can tell which timer fired.
@@ -28,10 +23,6 @@ REPLY_TIMEOUT_MS = 1500
 RTR_TIMEOUT_MS = 1200
 #: Scheduling slack on a loaded 2-core machine.
 SLACK_S = 2.0
-
-
-def build_dir() -> Path:
-    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO / "build")).resolve()
 
 
 @dataclass

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fault_support import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, SLACK_S, Serve,
-                      ScriptedPeer)
+from .fault_support import (REPLY_TIMEOUT_MS, REQUEST_TIMEOUT_MS, RTR_TIMEOUT_MS, SLACK_S,
+                            ScriptedPeer, Serve)
 
 PEER_GONE = {"connection_closed", "connection_reset"}
 

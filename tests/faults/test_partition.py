@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from fault_support import REPLY_TIMEOUT_MS, SLACK_S
-from rdma_interop.lab import NamespaceLab, namespaces_available
+from tests.support.namespace_lab import namespace_lab
+
+from .fault_support import REPLY_TIMEOUT_MS, SLACK_S
 
 PORT = 7174
 TABLE = "rdmai_partition"
@@ -30,10 +31,7 @@ def nft(host, *rule: str) -> None:
 
 @pytest.fixture()
 def lab():
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(why)
-    with NamespaceLab(n_hosts=2) as lab:
+    with namespace_lab(2, prefix="rdmaf") as lab:
         yield lab
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
-import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,49 +28,25 @@ from typing import Any
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from rdma_interop.lab import Lab, SshLab, load_lab_file
+from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome
+from rdma_interop.results import results_dir_problem
+from rdma_interop.verdict import use_colour
+
+from tests.support.namespace_lab import namespace_lab
+from tests.support.paths import REPO_ROOT
+from tests.support.tools import find_tool
+
+from .judge import judge
+from .oracle import Personality, load_personalities
+from .responders import ResponderError, ResponderPool
+
 # The shipped personalities, in the matrix's order; other files in the directory follow.
 SHIPPED_ORDER = ["siw", "cxgb4", "cxgb4-write", "cxgb4-rev1", "freebsd-cxgbe", "irdma", "qedr",
                  "erdma", "rev1-only", "never-rtr", "strict"]
 TEST_PERSONALITY_DIR = Path(__file__).resolve().parent / "personalities"
 # The tests whose cases are matrix cells (parameters "initiator" and "responder").
 MATRIX_TESTS = ("test_initiator_meets_responder", "test_required_failure")
-
-
-def _use_rdma_interop_package() -> str:
-    """Makes `rdma_interop.lab` and `.matrix` importable; returns where they come from.
-
-    $RDMA_INTEROP_BUILD's python/ first, then an installed package, then the source tree
-    (lab and matrix are pure Python; this suite does not need the _core module)."""
-    build = os.environ.get("RDMA_INTEROP_BUILD")
-    if build:
-        path = Path(build) if Path(build).is_absolute() else REPO_ROOT / build
-        sys.path.insert(0, str(path / "python"))
-    try:
-        import rdma_interop.lab  # noqa: F401
-        import rdma_interop.matrix  # noqa: F401
-    except ImportError:
-        for name in [m for m in sys.modules if m == "rdma_interop" or m.startswith("rdma_interop.")]:
-            del sys.modules[name]
-        sys.path.insert(0, str(REPO_ROOT / "bindings" / "python"))
-        import rdma_interop.lab  # noqa: F401
-    import rdma_interop
-
-    return str(Path(rdma_interop.__file__).parent)
-
-
-PACKAGE_FROM = _use_rdma_interop_package()
-
-from judge import judge  # noqa: E402
-from oracle import Personality, load_personalities  # noqa: E402
-from responders import ResponderError, ResponderPool  # noqa: E402
-
-from rdma_interop.lab import (  # noqa: E402
-    Lab, LabError, NamespaceLab, SshLab, load_lab_file, namespaces_available)
-from rdma_interop.matrix import CaseResult, InteropMatrix, Outcome  # noqa: E402
-from rdma_interop.results import results_dir_problem  # noqa: E402
-from rdma_interop.verdict import use_colour  # noqa: E402
-
 MATRIX_KEY = pytest.StashKey[InteropMatrix]()
 PROGRESS_KEY = pytest.StashKey[dict[str, int]]()
 POOL_KEY = pytest.StashKey[ResponderPool]()
@@ -122,24 +96,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def find_rdma_probe(config: pytest.Config) -> str | None:
+    """--rdma-probe when given, else the one find_tool() finds (tests/support/tools.py)."""
     explicit = config.getoption("rdma_probe")
     if explicit:
         return explicit
-    in_build = ("tools/rdma-probe", "tools/rdma-probe/rdma-probe")
-    candidates = []
-    if os.environ.get("RDMA_INTEROP_BUILD"):
-        build = Path(os.environ["RDMA_INTEROP_BUILD"])
-        build = build if build.is_absolute() else REPO_ROOT / build
-        candidates += [build / p for p in in_build]
-    on_path = shutil.which("rdma-probe")
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates += sorted((p for pattern in in_build for p in REPO_ROOT.glob(f"build*/{pattern}")
-                          if p.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c.resolve())
-    return None
+    found = find_tool("rdma-probe")
+    return str(found) if found else None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -157,8 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     probe = find_rdma_probe(config)
     lab = config.getoption("lab") or "2 network namespaces (198.18.0.0/15)"
-    return [f"interop: rdma_interop from {PACKAGE_FROM}",
-            f"interop: rdma-probe {probe or 'NOT FOUND'}",
+    return [f"interop: rdma-probe {probe or 'NOT FOUND'}",
             f"interop: lab {lab}; personalities {config.getoption('personality_dir')}"]
 
 
@@ -225,19 +186,9 @@ def lab(pytestconfig: pytest.Config, matrix: InteropMatrix) -> Iterator[Lab]:
         with ssh_lab:
             yield ssh_lab
         return
-    ok, why = namespaces_available()
-    if not ok:
-        pytest.skip(why)
-    ns_lab = NamespaceLab(2, prefix="rdmai")
-    try:
-        ns_lab.start()
-    except LabError as e:
-        pytest.skip(f"cannot build the namespace lab: {e}")
-    matrix.environment["lab"] = repr(ns_lab)
-    try:
+    with namespace_lab(2, prefix="rdmai") as ns_lab:
+        matrix.environment["lab"] = repr(ns_lab)
         yield ns_lab
-    finally:
-        ns_lab.close()
 
 
 def probe_on(host: Any, rdma_probe: str) -> str:
@@ -294,7 +245,7 @@ def run_case(pytestconfig: pytest.Config, lab: Lab, rdma_probe: str, responders:
              personalities: dict[str, Personality], matrix: InteropMatrix,
              record_property: Any) -> Any:
     """Runs one (initiator, responder) case end to end and records it in the matrix."""
-    from oracle import expect
+    from .oracle import expect
 
     extra = personality_args(pytestconfig)
     timeout = float(pytestconfig.getoption("connect_timeout"))

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from oracle import TERMINATE_ETYPE_MPA, TERMINATE_LAYER_LLP, Expectation
-
 from rdma_interop.matrix import CaseResult, Outcome, SideError
+
+from .oracle import TERMINATE_ETYPE_MPA, TERMINATE_LAYER_LLP, Expectation
 
 CONNECT_SCHEMA = "rdma-interop/connect/1"
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3

@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from oracle import Personality, Policy, expect, load_personalities
 
-SHIPPED = Path(__file__).resolve().parents[2] / "tools" / "personalities"
+from tests.support.paths import SHIPPED_PERSONALITIES
+
+from .oracle import Personality, Policy, expect, load_personalities
+
+SHIPPED = SHIPPED_PERSONALITIES
 
 
 def peer(name: str, **mpa: object) -> Personality:

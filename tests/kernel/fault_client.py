@@ -19,7 +19,7 @@ MSNs of its Send and Read Request queues, RFC 5041 s4.4: both start at 1).
     c.send_raw(c.fpdu(c.write_ulpdu(0xdead0000, 0, b"x" * 16)))  # invalid STag
     obs = c.observe(timeout=10)                    # FPDUs (a Terminate?) and FIN/RST
 
-The host reaches the guest only through 127.0.0.1 and qemu's hostfwd (tests/kernel/guest.py).
+The host reaches the guest only through 127.0.0.1 and qemu's hostfwd (tests/support/guest.py).
 Through qemu's user-mode network the host sees the guest's TCP teardown as qemu's slirp
 replays it on the host socket: an RST from the guest may arrive as a FIN, so ``fin`` and
 ``rst`` are what the host socket saw, not necessarily what the guest kernel sent.

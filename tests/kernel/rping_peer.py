@@ -389,7 +389,6 @@ def main(argv: list[str] | None = None) -> int:
     ``rping -s``, or ``rping_peer.py server tcp://127.0.0.1:PORT`` for an ``rping -c``;
     prints the RpingResult as JSON (exit 0) or the RpingError (exit 1)."""
     import argparse
-    import dataclasses
     import json
 
     from rdma_interop.provider import Crc, PeerToPeer, open_provider
@@ -409,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                        peer_to_peer=PeerToPeer.WHEN_ASKED if args.role == "server" else
                        PeerToPeer.ON if args.rtr else PeerToPeer.OFF)
     if args.rtr:
-        policy = dataclasses.replace(policy, rtr_offer=frozenset(Rtr(r) for r in args.rtr))
+        policy = policy.replace(rtr_offer=frozenset(Rtr(r) for r in args.rtr))
     provider = open_provider("tcp")
     try:
         if args.role == "client":

@@ -26,9 +26,9 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from fault_client import Observation, ReceivedFpdu
-
 from rdma_interop.errors import TerminateCause, TermLayer
+
+from .fault_client import Observation, ReceivedFpdu
 
 # ---- RFC error tables (layer, error type, code) ---------------------------------------
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
+from tests.support.guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, guest_path
+from tests.support.paths import build_dir
 
 
 def test_backlog_stat_lists_kernel_and_our_listeners_in_the_guest(live_guest: Guest) -> None:

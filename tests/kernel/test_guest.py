@@ -6,7 +6,8 @@ from __future__ import annotations
 import socket
 import time
 
-from guest import GUEST_SIW_ADDRESS, Guest, build_dir, guest_path, parse_crashes
+from tests.support.guest import GUEST_SIW_ADDRESS, Guest, guest_path, parse_crashes
+from tests.support.paths import build_dir
 
 SAMPLE_OOPS = """\
 [   12.345678] siw: QP[3]: connection established

@@ -19,7 +19,9 @@ from itertools import permutations
 from typing import Any
 
 import pytest
-from guest import GUEST_RXE_ADDRESSES, Guest, build_dir, guest_path
+
+from tests.support.guest import GUEST_RXE_ADDRESSES, Guest, guest_path
+from tests.support.tools import built_tool
 
 RATE = 40            # messages/s per ordered pair
 DURATION = 10.0
@@ -33,10 +35,7 @@ STALLED = "n4"
 
 
 def _tool() -> str:
-    path = build_dir() / "tools" / "rdma-mesh" / "rdma-mesh"
-    if not path.is_file():
-        pytest.fail(f"{path} is not built (cmake --build {build_dir()} --target rdma-mesh)")
-    return guest_path(path)
+    return guest_path(built_tool("rdma-mesh"))
 
 
 def _command(name: str) -> str:

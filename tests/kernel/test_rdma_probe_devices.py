@@ -18,18 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from guest import (GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path,
-                   json_lines)
+
+from tests.support.guest import (GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, guest_path,
+                                 json_lines)
+from tests.support.tools import built_tool
 
 EOPNOTSUPP = 95
 ENOSYS = 38  # XRC from older providers
 
 
 def rdma_probe() -> str:
-    tool = build_dir() / "tools" / "rdma-probe"
-    if not tool.is_file():
-        pytest.fail(f"{tool} is not built (cmake --build {build_dir()} --target rdma-probe)")
-    return guest_path(tool)
+    return guest_path(built_tool("rdma-probe"))
 
 
 @pytest.fixture(scope="module")

@@ -34,33 +34,24 @@ import time
 from typing import Any
 
 import pytest
-from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 
+from tests.support.guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, guest_path
+from tests.support.paths import build_dir
+from tests.support.tools import built_tool
+
+from .kernel_matrix import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
+from .verbs_check_expected import RXE_EXPECTED
+
 GUEST_PORT = 7003  # verbs-check: check i listens on PORT + i (rdma_cm ports on rxe0)
-#: What each check must observe (verbs-check's "got"), in its order.
-EXPECTED = {
-    "send-recv": "verified",
-    "write": "verified",
-    "read": "verified",
-    "bad-rkey-read": "remote_access_error",
-    "zero-length-read": "success",
-    "dead-peer-read": "retry_exceeded",
-    "dead-peer-bad-rkey-read": "retry_exceeded",
-    "liveness-probe": "dead",
-}
 #: dead-peer-read: 2 retries of a 268 ms ACK timeout (verbs-check's defaults) end well within.
 DEAD_PEER_BOUND_MS = 10_000
 EOPNOTSUPP = 95
 
 
 def guest_verbs_check() -> str:
-    tool = build_dir() / "tools" / "verbs-check" / "verbs-check"
-    if not tool.is_file():
-        pytest.fail(f"{tool} is not built (cmake --build {build_dir()})")
-    return guest_path(tool)
+    return guest_path(built_tool("verbs-check"))
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +63,7 @@ def rxe_checks(guest: Guest) -> dict[str, Any]:
         guest.restart()
     mark = guest.console_mark()
     result = guest.run(f"{tool} --address {GUEST_RXE_ADDRESSES[0]} --port {GUEST_PORT} --json",
-                       timeout=60 + 20 * len(EXPECTED))
+                       timeout=60 + 20 * len(RXE_EXPECTED))
     checks: dict[str, Any] = {}
     for line in result.output.splitlines():
         if line.startswith("{"):
@@ -91,7 +82,7 @@ def record_check(matrix: InteropMatrix, name: str, report: dict[str, Any] | None
     cell = CaseResult(initiator="ours-verbs@rxe", responder="kernel-rxe", provider="verbs",
                       outcome=Outcome.PASS if ok else Outcome.FINDING if answered
                       else Outcome.FAIL,
-                      expected=f"{name}: {EXPECTED[name]}", group="verbs-check", check=name,
+                      expected=f"{name}: {RXE_EXPECTED[name]}", group="verbs-check", check=name,
                       peer=VERBS_RXE)
     attach_crashes(cell, crashes)
     if report is not None:
@@ -100,7 +91,7 @@ def record_check(matrix: InteropMatrix, name: str, report: dict[str, Any] | None
         cell.elapsed_ms = report.get("elapsed_ms")
         if not ok:
             cell.reason = "deviation" if answered else str(report.get("result"))
-            cell.notes.insert(0, f"expected {report.get('expected', EXPECTED[name])}, got "
+            cell.notes.insert(0, f"expected {report.get('expected', RXE_EXPECTED[name])}, got "
                                  f"{report.get('got')}")
             cell.initiator_error = SideError(kind=str(report.get("result")),
                                              detail=str(report.get("connection") or
@@ -113,12 +104,12 @@ def record_check(matrix: InteropMatrix, name: str, report: dict[str, Any] | None
 def check(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix, name: str) -> dict[str, Any]:
     """The check's report, recorded as a cell; fails unless it observed what it must."""
     report: dict[str, Any] | None = rxe_checks.get(name)
-    ok = (report is not None and report.get("got") == EXPECTED[name]
+    ok = (report is not None and report.get("got") == RXE_EXPECTED[name]
           and report.get("result") == "pass" and report.get("device") == "rxe0")
     record_check(kernel_matrix, name, report, ok, rxe_checks["_crashes"], rxe_checks["_raw"])
     assert report is not None, f"verbs-check reported nothing for {name}: {rxe_checks['_raw']}"
     assert report.get("device") == "rxe0", report
-    assert report.get("got") == EXPECTED[name], report
+    assert report.get("got") == RXE_EXPECTED[name], report
     assert report.get("result") == "pass", report
     return report
 

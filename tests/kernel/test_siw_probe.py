@@ -43,14 +43,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OURS_TO_SIW, add_case, attach_crashes
-from guest import (GUEST_SIW_ADDRESS, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob, KernelCrash,
-                   build_dir)
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 
+from tests.support.guest import (GUEST_SIW_ADDRESS, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob,
+                                 KernelCrash)
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.tools import built_tool
+
+from .kernel_matrix import OURS_TO_SIW, add_case, attach_crashes
+
 GUEST_PORT = 7004
-SHIPPED_PERSONALITIES = Path(__file__).resolve().parents[2] / "tools" / "personalities"
 TIMEOUT_S = 3
 RTR_WAIT_MS = 500
 #: The probe makes at most 48 connections of --timeout each; past this it is hung.
@@ -112,10 +115,7 @@ class ProbeRun:
 
 
 def host_probe() -> Path:
-    probe = build_dir() / "tools" / "rdma-probe"
-    if not probe.is_file():
-        pytest.fail(f"{probe} is not built (cmake --build {build_dir()})")
-    return probe
+    return built_tool("rdma-probe")
 
 
 def wait_listening(guest: Guest, job: GuestJob, timeout: float = 20.0) -> None:

@@ -30,11 +30,6 @@ import time
 from dataclasses import dataclass, field
 
 import pytest
-import rping_peer
-from conftest import OURS_TO_SIW, SIW_TO_OURS, add_case, attach_crashes, peer_crashes
-from guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, SIW_FIRST_FPDU_DELAY_MS, Guest, GuestJob,
-                   KernelCrash)
-from rping_peer import RpingError, RpingResult, frame_hex
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
 from rdma_interop.provider import (
@@ -47,6 +42,13 @@ from rdma_interop.provider import (
     open_provider,
 )
 from rdma_interop.wire import MpaEnhanced, MpaFrame, MpaKind
+
+from tests.support.guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, SIW_FIRST_FPDU_DELAY_MS, Guest,
+                                 GuestJob, KernelCrash)
+
+from . import rping_peer
+from .kernel_matrix import OURS_TO_SIW, SIW_TO_OURS, add_case, attach_crashes, peer_crashes
+from .rping_peer import RpingError, RpingResult, frame_hex
 
 PINGS = 2
 SIZE = rping_peer.DEFAULT_SIZE

@@ -24,11 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OURS_TO_SIW, SIW_TO_OURS, add_case, attach_crashes, peer_crashes
-from guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, REPO_ROOT, SIW_FIRST_FPDU_DELAY_MS, Guest,
-                   GuestJob, KernelCrash, build_dir, guest_path, json_lines)
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
+
+from tests.support.guest import (GUEST_SIW_ADDRESS, HOST_FROM_GUEST, SIW_FIRST_FPDU_DELAY_MS, Guest,
+                                 GuestJob, KernelCrash, guest_path, json_lines)
+from tests.support.paths import REPO_ROOT, build_dir
+from tests.support.tools import built_tool
+
+from .kernel_matrix import OURS_TO_SIW, SIW_TO_OURS, add_case, attach_crashes, peer_crashes
 
 GUEST_PORT = 7002
 #: The personality both rdma-probes act as. The verbs side's MPA is kernel siw's own
@@ -44,10 +48,7 @@ GUEST_PERSONALITIES = "--personality-dir /host/tools/personalities"
 
 
 def host_probe() -> Path:
-    probe = build_dir() / "tools" / "rdma-probe"
-    if not probe.is_file():
-        pytest.fail(f"{probe} is not built (cmake --build {build_dir()})")
-    return probe
+    return built_tool("rdma-probe")
 
 
 def guest_probe() -> str:

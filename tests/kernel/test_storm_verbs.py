@@ -16,15 +16,13 @@ keep the listener full from the start, so overflow Rejects are certain, not a ra
 from __future__ import annotations
 
 import shlex
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from guest import GUEST_RXE_ADDRESSES, Guest, build_dir, guest_path, json_lines
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "storm"))
-from storm_support import PERSONALITY, reconcile, storm_command, total  # noqa: E402
+from tests.storm.storm_support import PERSONALITY, reconcile, storm_command, total
+from tests.support.guest import GUEST_RXE_ADDRESSES, Guest, guest_path, json_lines
+from tests.support.tools import built_tool
 
 PORT = 7580
 BACKLOG = 2
@@ -34,11 +32,8 @@ CONCURRENCY = 8
 HOLD_MS = 200
 
 
-def tool(*parts: str) -> str:
-    path = build_dir().joinpath("tools", *parts)
-    if not path.is_file():
-        pytest.fail(f"{path} is not built (cmake --build {build_dir()} --target {parts[-1]})")
-    return guest_path(path)
+def tool(name: str) -> str:
+    return guest_path(built_tool(name))
 
 
 def serve_command(uri: str, overflow: str) -> str:
@@ -59,7 +54,7 @@ def verbs_storm(guest: Guest) -> dict[str, Any]:
     serve = guest.spawn("exec " + serve_command(f"verbs://{server}:{PORT}", "reject"))
     try:
         serve.wait_for_output('"event":"listening"', timeout=15)
-        command = storm_command(tool("rdma-storm", "rdma-storm"),
+        command = storm_command(tool("rdma-storm"),
                                 f"verbs://{server}:{PORT}?source={client}", attempts=ATTEMPTS,
                                 concurrency=CONCURRENCY, retries=0, hold_ms=HOLD_MS,
                                 duration_limit_s=20, timeout_s=10)

@@ -10,27 +10,6 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from fault_client import (
-    RDMA_INFO,
-    FaultClient,
-    Observation,
-    ReceivedFpdu,
-    RequestOptions,
-    StreamEnd,
-)
-from terminate_check import (
-    DDP_TAGGED_BASE_OR_BOUNDS,
-    DDP_TAGGED_INVALID_STAG,
-    DDP_UNTAGGED_NO_BUFFER,
-    MPA_CONNECTION_LOST,
-    MPA_CRC_ERROR,
-    RDMAP_BASE_OR_BOUNDS,
-    RDMAP_INVALID_STAG,
-    RULES,
-    RequiredTerminate,
-    check_terminate,
-    judge,
-)
 
 from rdma_interop.errors import TerminateCause, WireError
 from rdma_interop.provider import (
@@ -49,6 +28,28 @@ from rdma_interop.wire import (
     FpduEncoder,
     ReadRequest,
     Terminate,
+)
+
+from .fault_client import (
+    RDMA_INFO,
+    FaultClient,
+    Observation,
+    ReceivedFpdu,
+    RequestOptions,
+    StreamEnd,
+)
+from .terminate_check import (
+    DDP_TAGGED_BASE_OR_BOUNDS,
+    DDP_TAGGED_INVALID_STAG,
+    DDP_UNTAGGED_NO_BUFFER,
+    MPA_CONNECTION_LOST,
+    MPA_CRC_ERROR,
+    RDMAP_BASE_OR_BOUNDS,
+    RDMAP_INVALID_STAG,
+    RULES,
+    RequiredTerminate,
+    check_terminate,
+    judge,
 )
 
 

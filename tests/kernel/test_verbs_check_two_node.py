@@ -27,10 +27,14 @@ import time
 from typing import Any
 
 import pytest
-from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
+
+from tests.support.guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, guest_path
+from tests.support.tools import built_tool
+
+from .kernel_matrix import VERBS_RXE, VERBS_SIW, add_case, attach_crashes, peer_crashes
+from .verbs_check_expected import RXE_EXPECTED
 
 #: First port of each pair: check i listens on PORT + i (the agent owns 7000).
 RXE_PORT = 7520
@@ -38,17 +42,6 @@ SIW_PORT = 7540
 LONELY_PORT = 7560
 #: The kernel matrix's row for a whole two-node run (group "verbs-check").
 TWO_NODE_ROW = "all, two nodes (--serve/--peer)"
-#: What each check must observe on rxe (the client's "got"), in the tool's order.
-RXE_EXPECTED = {
-    "send-recv": "verified",
-    "write": "verified",
-    "read": "verified",
-    "bad-rkey-read": "remote_access_error",
-    "zero-length-read": "success",
-    "dead-peer-read": "retry_exceeded",
-    "dead-peer-bad-rkey-read": "retry_exceeded",
-    "liveness-probe": "dead",
-}
 KILLING_CHECKS = {"dead-peer-read", "dead-peer-bad-rkey-read", "liveness-probe"}
 #: What siw keeps (test_verbs_in_guest.py); the rest are device answers, pass or fail.
 SIW_KEEPS = {"send-recv", "write", "read", "zero-length-read", "liveness-probe"}
@@ -59,10 +52,7 @@ RUN_TIMEOUT_S = 240
 
 
 def tool() -> str:
-    path = build_dir() / "tools" / "verbs-check" / "verbs-check"
-    if not path.is_file():
-        pytest.fail(f"{path} is not built (cmake --build {build_dir()} --target verbs-check)")
-    return guest_path(path)
+    return guest_path(built_tool("verbs-check"))
 
 
 def lines_of(text: str) -> dict[str, dict[str, Any]]:

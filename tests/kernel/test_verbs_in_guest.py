@@ -14,10 +14,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import VERBS_SIW, add_case, attach_crashes, peer_crashes
-from guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, build_dir, guest_path
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome
+
+from tests.support.guest import GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, guest_path
+from tests.support.paths import build_dir
+
+from .kernel_matrix import VERBS_SIW, add_case, attach_crashes, peer_crashes
 
 #: verbs-check on siw: check i listens on PORT + i (real TCP ports; the agent owns 7000).
 SIW_CHECK_PORT = 7100

@@ -36,11 +36,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import VERBS_RXE, VERBS_SIW, add_case, attach_crashes
-from guest import (GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, KernelCrash, build_dir,
-                   guest_path, json_lines)
 
 from rdma_interop.matrix import CaseResult, Evidence, InteropMatrix, Outcome, SideError
+
+from tests.support.guest import (GUEST_RXE_ADDRESSES, GUEST_SIW_ADDRESS, Guest, KernelCrash,
+                                 guest_path, json_lines)
+from tests.support.tools import built_tool
+
+from .kernel_matrix import VERBS_RXE, VERBS_SIW, add_case, attach_crashes
 
 SCHEMA = "rdma-interop/probe/2"
 TIMEOUT_S = 3
@@ -123,10 +126,7 @@ class VerbsProbeRun:
 
 
 def probe_binary() -> str:
-    probe = build_dir() / "tools" / "rdma-probe"
-    if not probe.is_file():
-        pytest.fail(f"{probe} is not built (cmake --build {build_dir()})")
-    return guest_path(probe)
+    return guest_path(built_tool("rdma-probe"))
 
 
 def siw_debug(guest: Guest, on: bool) -> bool:

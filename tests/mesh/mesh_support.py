@@ -1,8 +1,6 @@
 """What the mesh tests share: starting a mesh of `rdma-mesh node` processes on lab hosts,
 collecting their JSON lines, and reading figures out of them.
 
-A module of its own, not conftest, so tests import it by a name no other suite uses.
-
     mesh = Mesh.start(hosts, tool, run_dir, port=7300, duration=8, rate=400)
     mesh.wait_started(timeout=30)
     mesh.nodes[4].stop_process()            # SIGSTOP: a peer that stops consuming
@@ -13,87 +11,41 @@ A module of its own, not conftest, so tests import it by a name no other suite u
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.json_lines import JsonLines, PrintsJsonLines
+
 
 #: DDP untagged buffer error "no buffer" (RFC 5041 s7.2): layer DDP (1), etype untagged (2),
 #: code 0x02. What a receiver sends to a peer that sent beyond its credits.
 NO_BUFFER_TERMINATE = {"layer": 1, "etype": 2, "code": 2}
 
 
-def build_dir() -> Path:
-    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO / "build")).resolve()
-
-
-def find_tool(name: str, subdir: str) -> str | None:
-    """`name` in $RDMA_INTEROP_BUILD/tools[/subdir], on PATH, or the newest build*/ tree."""
-    candidates = [build_dir() / "tools" / name, build_dir() / "tools" / subdir / name]
-    on_path = shutil.which(name)
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates += sorted((p for pattern in (f"build*/tools/{name}", f"build*/tools/{subdir}/{name}")
-                          for p in REPO.glob(pattern) if p.is_file()),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c.resolve())
-    return None
-
-
 @dataclass
-class MeshNode:
+class MeshNode(PrintsJsonLines):
     """One `rdma-mesh node --json` process and the lines it printed."""
 
     name: str
     host: Any
     process: subprocess.Popen[str]
-    lines: list[dict[str, Any]] = field(default_factory=list)
-    stderr_lines: list[str] = field(default_factory=list)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _changed: threading.Condition = field(default_factory=threading.Condition)
+    output: JsonLines = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.output = JsonLines(self.process)
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
-    def pump(self) -> None:
-        for fn in (self._pump_stdout, self._pump_stderr):
-            t = threading.Thread(target=fn, daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _pump_stdout(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError:
-                doc = {"event": "unparsed", "text": line}
-            with self._changed:
-                self.lines.append(doc)
-                self._changed.notify_all()
-
-    def _pump_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr_lines.append(line.rstrip())
-
     def wait_event(self, event: str, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        with self._changed:
+        with self.output.changed:
             while True:
                 for doc in self.lines:
                     if doc.get("event") in (event, "error"):
@@ -101,13 +53,10 @@ class MeshNode:
                             raise AssertionError(f"{self.name}: {doc['error']}")
                         return doc
                 left = deadline - time.monotonic()
-                if left <= 0 or self.process.poll() is not None and not self._alive_pumps():
+                if left <= 0 or self.process.poll() is not None and not self.output.reading():
                     raise AssertionError(f"{self.name}: no '{event}' line in {timeout} s; "
                                          f"stderr: {self.stderr_lines[-5:]}")
-                self._changed.wait(min(left, 0.2))
-
-    def _alive_pumps(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
+                self.output.changed.wait(min(left, 0.2))
 
     def stop_process(self) -> None:
         """SIGSTOP: the node stops consuming (and sending) without closing anything."""
@@ -209,9 +158,7 @@ class Mesh:
             opts = dict(options)
             opts.update((per_node or {}).get(name, {}))
             cmd = node_command(tool, run_dir, name, uri[name], {p: uri[p] for p in peers}, opts)
-            node = MeshNode(name, host, host.popen(cmd))
-            node.pump()
-            nodes.append(node)
+            nodes.append(MeshNode(name, host, host.popen(cmd)))
         return cls(nodes)
 
     def node(self, name: str) -> MeshNode:
@@ -230,8 +177,7 @@ class Mesh:
             except subprocess.TimeoutExpired:
                 self.kill()
                 raise AssertionError(f"{n.name} ran over {timeout} s") from None
-            for t in n._threads:
-                t.join(timeout=5)
+            n.output.join(timeout=5)
             assert n.process.returncode == 0, (
                 f"{n.name} exited {n.process.returncode}: {n.stderr_lines[-5:]} "
                 f"{[d for d in n.lines if d.get('event') == 'error']}")

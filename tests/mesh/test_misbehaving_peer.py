@@ -14,7 +14,8 @@ from __future__ import annotations
 from itertools import permutations
 from typing import Any
 
-from mesh_support import NO_BUFFER_TERMINATE, Mesh, report
+from .mesh_support import NO_BUFFER_TERMINATE, Mesh, report
+
 
 RATE = 200  # messages/s per ordered healthy pair
 DURATION = 5.0

@@ -15,7 +15,8 @@ from __future__ import annotations
 from itertools import permutations
 from typing import Any
 
-from mesh_support import Mesh, report
+from .mesh_support import Mesh, report
+
 
 RATE = 200             # requests/s per ordered pair
 DURATION = 8.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mesh_support import Mesh, report, slope_per_s
+from .mesh_support import Mesh, report, slope_per_s
 
 RATE = 300            # requests/s per ordered pair
 DURATION = 50.0

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from mesh_support import Mesh, report
+from .mesh_support import Mesh, report
+
 
 RATE = 400           # messages/s per ordered pair
 DURATION = 8.0

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from mesh_support import Mesh, report
+from .mesh_support import Mesh, report
+
 
 RATE = 200
 DURATION = 5.0

@@ -1,54 +1,21 @@
-"""Finds the rdma_interop package these tests exercise.
-
-In order: the build tree named by $RDMA_INTEROP_BUILD (its python/ directory holds the
-package next to the built _core module), then build/ at the repository root, then whatever
-`import rdma_interop` finds (an installed package). Run with Debian's interpreter, the one
-the module is built for:
+"""The python tier tests the rdma_interop package of the build tree under test: its python/
+directory holds the package next to the built _core module (tests/support/package.py puts it
+first on sys.path). Run with Debian's interpreter, the one the module is built for:
 
     RDMA_INTEROP_BUILD=build-py /usr/bin/python3 -m pytest tests/python
+
+Without $RDMA_INTEROP_BUILD: an installed package, else build/ at the repository root.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.support.package import built_package_dir
+from tests.support.paths import build_dir, build_dir_named
 
 
-def _package_dir() -> Path | None:
-    """The directory to put first on sys.path, or None to rely on an installed package."""
-    configured = os.environ.get("RDMA_INTEROP_BUILD")
-    if configured:
-        build = Path(configured)
-        if not build.is_absolute():
-            build = REPO_ROOT / build
-        python_dir = build / "python"
-        if not (python_dir / "rdma_interop").is_dir():
-            raise pytest.UsageError(
-                f"RDMA_INTEROP_BUILD={configured}: no {python_dir}/rdma_interop; build the bindings first"
-            )
-        return python_dir
-    default = REPO_ROOT / "build" / "python"
-    if (default / "rdma_interop").is_dir():
-        return default
-    return None
-
-
-PACKAGE_DIR = _package_dir()
-if PACKAGE_DIR is not None:
-    sys.path.insert(0, str(PACKAGE_DIR))
-
-
-def pytest_report_header(config: pytest.Config) -> str:
-    where = str(PACKAGE_DIR) if PACKAGE_DIR else "the installed package (sys.path)"
-    return f"rdma_interop from: {where}"
-
-
-@pytest.fixture(scope="session")
-def package_dir() -> Path | None:
-    """The build tree's python/ directory in use, or None for an installed package."""
-    return PACKAGE_DIR
+def pytest_configure(config: pytest.Config) -> None:
+    if build_dir_named() and built_package_dir() is None:
+        raise pytest.UsageError(f"RDMA_INTEROP_BUILD={build_dir()}: no python/rdma_interop "
+                                "there; build the bindings first")

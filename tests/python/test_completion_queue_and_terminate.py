@@ -30,36 +30,13 @@ from rdma_interop.provider import (
     open_provider,
 )
 
-SETUP_MS = 5000
-COMPLETION_MS = 5000
+from tests.support.waiting import eventually
+
+from .provider_support import SETUP_MS, collect
 
 #: RFC 5041 s7.2: DDP, untagged buffer error (2), "no buffer" (2): what a peer that sends
 #: beyond its credits gets.
 NO_BUFFER = TerminateCause(TermLayer.DDP, 2, 2)
-
-Poll = Callable[[int, int], list[WorkCompletion]]
-
-
-def collect(poll: Poll, count: int, timeout_ms: int = COMPLETION_MS) -> list[WorkCompletion]:
-    """Exactly `count` completions from `poll(max, timeout_ms)`, or the test fails."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    got: list[WorkCompletion] = []
-    while len(got) < count:
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            pytest.fail(f"{len(got)} of {count} completions within {timeout_ms} ms: {got}")
-        got += poll(count - len(got), min(left_ms, 200))
-    return got
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
 
 @pytest.fixture(scope="module")
 def provider() -> Provider:
@@ -114,7 +91,7 @@ def test_two_connections_complete_into_one_shared_queue(
     # The initiators send first (a responder without peer-to-peer waits for them).
     keep = [send(ini_a, b"to a" * 10, 1), send(ini_b, b"to b" * 5, 2)]
 
-    assert wait_for(lambda: shared.counters.depth == 2), shared.counters
+    assert eventually(lambda: shared.counters.depth == 2), shared.counters
     # Both receives come through the first connection's handle...
     got = collect(res_a.poll_completions, 2)
     assert sorted((wc.wr_id, wc.opcode, wc.status, wc.byte_len) for wc in got) == [
@@ -145,7 +122,7 @@ def test_a_queue_too_small_and_not_polled_overruns(
     ini, res = connect(QpCaps(initial_recvs=tuple(InitialRecv(b, 30 + i) for i, b in enumerate(inboxes)),
                               cq=small))
     keep = [send(ini, bytes([i]) * 8, i) for i in range(3)]
-    assert wait_for(lambda: small.counters.pushed + small.counters.overruns == 3), small.counters
+    assert eventually(lambda: small.counters.pushed + small.counters.overruns == 3), small.counters
     assert small.overrun
     assert (small.counters.pushed, small.counters.overruns) == (1, 2)
     # Every message was placed; only the first completion survived.
@@ -192,7 +169,7 @@ def test_terminate_sends_the_cause_and_flushes_both_sides(
     assert [(wc.wr_id, wc.status, wc.terminate) for wc in flushed] == [
         (51, WcStatus.FLUSHED, NO_BUFFER), (52, WcStatus.FLUSHED, NO_BUFFER)]
 
-    assert wait_for(lambda: ini.terminate_received is not None)
+    assert eventually(lambda: ini.terminate_received is not None)
     received = ini.terminate_received
     assert received is not None
     assert (received.layer, received.code) == (TermLayer.DDP, 0x02)
@@ -213,5 +190,5 @@ def test_terminate_takes_a_plain_tuple_and_refuses_what_a_terminate_cannot_carry
         res.terminate((1, 16, 0))
     assert res.state is ConnectionState.CONNECTED
     res.terminate((1, 2, 2))
-    assert wait_for(lambda: ini.terminate_received is not None)
+    assert eventually(lambda: ini.terminate_received is not None)
     assert ini.terminate_received is not None and ini.terminate_received.cause == NO_BUFFER

@@ -38,22 +38,12 @@ from rdma_interop.provider import (
     open_provider,
 )
 
-SETUP_MS = 5000
+from tests.support.tools import find_tool
+from tests.support.waiting import eventually
+
+from .provider_support import SETUP_MS, pattern
+
 WAIT_S = 5.0
-
-
-def pattern(seed: int, length: int) -> bytes:
-    """Deterministic, position-dependent bytes, so a misplaced octet shows."""
-    return bytes((seed * 131 + i * 7 + (i >> 8)) & 0xFF for i in range(length))
-
-
-def eventually(check: Callable[[], bool], seconds: float = WAIT_S) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
 
 
 def settled(sender: Node, to_receiver: PeerId, receiver: Node, to_sender: PeerId,
@@ -525,15 +515,7 @@ def test_close_stops_handlers_and_the_peer_sees_it(node, link) -> None:
 # ---- telemetry ---------------------------------------------------------------------------
 
 
-def _backlog_stat(package_dir: Path | None) -> Path | None:
-    if package_dir is None:
-        return None
-    candidate = package_dir.parent / "tools" / "backlog-stat" / "backlog-stat"
-    return candidate if candidate.is_file() else None
-
-
-def test_published_connections_show_in_backlog_stat(node, link, tmp_path: Path,
-                                                    package_dir: Path | None) -> None:
+def test_published_connections_show_in_backlog_stat(node, link, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     config = EndpointConfig(publish=True, run_dir=str(run_dir), send_queue_limit=5)
     stalled = node(also=lambda n, m: n.endpoint.hold(m))
@@ -557,7 +539,7 @@ def test_published_connections_show_in_backlog_stat(node, link, tmp_path: Path,
     assert c["queue_limit"] == 5 and c["refused"] == 30 - 15 - 5
     assert c["credit"]["credits"] == 1  # the reply reserve
 
-    tool = _backlog_stat(package_dir)
+    tool = find_tool("backlog-stat")
     if tool is None:
         return  # the file is what the tool reads; the CLI tests cover the tool itself
     r = subprocess.run([str(tool), "--connections", "--json", "--run-dir", str(run_dir)],

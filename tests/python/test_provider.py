@@ -10,18 +10,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
 from rdma_interop import _core
-from rdma_interop.errors import TermLayer
+from rdma_interop.errors import TerminateCause, TermLayer
 from rdma_interop.provider import (
     FAILURE_NAMES,
     Access,
     Connection,
     ConnectError,
+    Crc,
     ConnectionState,
     InitialRecv,
     Listener,
@@ -41,29 +41,14 @@ from rdma_interop.provider import (
     open_provider,
 )
 
-# Bounds on every wait: generous for a loaded 2-core machine, short next to MPA's own timers.
-SETUP_MS = 5000
-COMPLETION_MS = 5000
+from tests.support.paths import SHIPPED_PERSONALITIES
+from tests.support.waiting import eventually
+
+from .provider_support import SETUP_MS, collect, pattern
+
 SIXTY_FOUR_KIB = 64 * 1024
 
 T = TypeVar("T")
-
-
-def pattern(seed: int, length: int) -> bytes:
-    """Deterministic, position-dependent bytes, so a misplaced octet shows."""
-    return bytes((seed * 131 + i * 7 + (i >> 8)) & 0xFF for i in range(length))
-
-
-def poll_until(conn: Connection, count: int, timeout_ms: int = COMPLETION_MS) -> list[WorkCompletion]:
-    """Exactly `count` completions within timeout_ms, or the test fails saying what came."""
-    deadline = time.monotonic() + timeout_ms / 1000
-    got: list[WorkCompletion] = []
-    while len(got) < count:
-        left_ms = int((deadline - time.monotonic()) * 1000)
-        if left_ms <= 0:
-            pytest.fail(f"{len(got)} of {count} completions within {timeout_ms} ms: {got}")
-        got += conn.poll_completions(max=count - len(got), timeout_ms=min(left_ms, 200))
-    return got
 
 
 # ---- fixtures ------------------------------------------------------------------------------
@@ -149,15 +134,39 @@ def setup_failure(
 # ---- policies and personalities -----------------------------------------------------------
 
 
-def test_policy_defaults_match_the_cpp_defaults() -> None:
-    assert MpaPolicy()._to_core() == _core.MpaPolicy()
+def test_policy_defaults_are_an_empty_personality_files() -> None:
+    assert _core.parse_personality('{"name": "empty"}').mpa == MpaPolicy()
+    assert MpaPolicy().crc is Crc.WANT and MpaPolicy().rtr_offer == {Rtr.SEND, Rtr.WRITE, Rtr.READ}
 
 
-def test_shipped_personalities_round_trip_through_the_cpp_policy() -> None:
+def test_a_completion_is_the_cpp_value_with_the_package_enums() -> None:
+    wc = WorkCompletion(wr_id=7, opcode=WcOpcode.RECV, status="remote_access_error",
+                        terminate=(TermLayer.RDMAP, 1, 2))
+    assert wc.opcode is WcOpcode.RECV and wc.status is WcStatus.REMOTE_ACCESS_ERROR and not wc.ok
+    assert wc.terminate == TerminateCause(TermLayer.RDMAP, 1, 2)
+    assert wc.terminate is not None and wc.terminate.layer is TermLayer.RDMAP
+    assert wc == wc.replace() and wc != wc.replace(byte_len=1)
+    assert WorkCompletion().ok and WorkCompletion().terminate is None
+
+
+def test_policy_fields_take_names_and_refuse_what_is_not_one() -> None:
+    assert MpaPolicy(crc="optional", rtr_offer=["read"]) == MpaPolicy(
+        crc=Crc.OPTIONAL, rtr_offer=frozenset({Rtr.READ}))
+    with pytest.raises(ValueError, match="'sometimes' is not a valid Crc"):
+        MpaPolicy(crc="sometimes")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'crc_mode'"):
+        MpaPolicy(crc_mode="want")
+    with pytest.raises(TypeError, match="MpaPolicy.rtr_offer cannot be 'send'"):
+        MpaPolicy(rtr_offer="send")  # a set of names, not one
+    policy = MpaPolicy(ird=4)
+    assert policy.replace(ord=2) == MpaPolicy(ird=4, ord=2) and policy.ord == 16
+
+
+def test_shipped_personalities_round_trip_through_their_json() -> None:
     found = {p.name: p for p in list_personalities()}
     assert {"siw", "cxgb4", "rev1-only", "never-rtr", "strict"} <= set(found)
     for personality in found.values():
-        assert MpaPolicy._from_core(personality.mpa._to_core()) == personality.mpa
+        assert _core.parse_personality(personality.to_json()).mpa == personality.mpa
         assert personality.mpa.problems() == []
     assert found["cxgb4"].mpa.rtr_offer == {Rtr.READ}
     assert found["siw"].private_data == b"siw"
@@ -165,9 +174,9 @@ def test_shipped_personalities_round_trip_through_the_cpp_policy() -> None:
 
 
 def test_the_live_stacks_policies_reach_python_as_their_files_say() -> None:
-    from rdma_interop.provider import NoCommonRtr, PeerToPeer, Refusal, RtrReply
+    from rdma_interop.provider import NoCommonRtr, OnNewerRevision, PeerToPeer, Refusal, RtrReply
     # The source tree's files: an installed, older set would come first by default.
-    shipped = Path(__file__).resolve().parents[2] / "tools" / "personalities"
+    shipped = SHIPPED_PERSONALITIES
     found = {p.name: p for p in list_personalities([str(shipped)])}
     irdma, cxgb4, qedr, erdma = (found[n] for n in ("irdma", "cxgb4", "qedr", "erdma"))
     assert irdma.mpa.peer_to_peer is PeerToPeer.REQUIRED and irdma.mpa.refuse_with is Refusal.RESET
@@ -187,7 +196,9 @@ def test_the_live_stacks_policies_reach_python_as_their_files_say() -> None:
                      on_malformed_frame="close", on_newer_revision="close",
                      echo_reserved_bits=True, extension_bits=12, ird_ord_sentinel=True)
     assert mine.problems() == []
-    assert MpaPolicy._from_core(mine._to_core()) == mine
+    assert (mine.peer_to_peer, mine.rtr_offer, mine.rtr_reply, mine.on_newer_revision) == (
+        PeerToPeer.REQUIRED, {Rtr.READ}, RtrReply.OWN, OnNewerRevision.CLOSE)
+    assert _core.parse_personality(Personality(name="mine", mpa=mine).to_json()).mpa == mine
     assert MpaPolicy(extension_bits=3).problems()  # only the vendor bits 0x0c
 
 
@@ -245,8 +256,8 @@ def test_reject_with_private_data_fails_connect_with_peer_rejected(
 
 def test_no_matching_rtr_fails_both_sides(provider: Provider, pool: ThreadPoolExecutor) -> None:
     cxgb4 = MpaPolicy.from_personality("cxgb4")  # offers a Read RTR only
-    write_only = dataclasses.replace(
-        MpaPolicy.from_personality("siw"), rtr_offer=frozenset({Rtr.WRITE}), rtr_preference=(Rtr.WRITE,)
+    write_only = MpaPolicy.from_personality("siw").replace(
+        rtr_offer=frozenset({Rtr.WRITE}), rtr_preference=(Rtr.WRITE,)
     )
     initiator_error, responder_error = setup_failure(
         provider, pool, cxgb4, write_only, lambda pending: pending.accept(b"")
@@ -287,9 +298,9 @@ def test_send_lands_in_a_receive_posted_before_accept(connect_pair: Callable[...
     mr = pair.initiator.register(outbox)
     pair.initiator.post_send(WrOpcode.SEND, mr, wr_id=1)
 
-    [sent] = poll_until(pair.initiator, 1)
+    [sent] = collect(pair.initiator.poll_completions, 1)
     assert (sent.wr_id, sent.opcode, sent.status) == (1, WcOpcode.SEND, WcStatus.SUCCESS)
-    [received] = poll_until(pair.responder, 1)
+    [received] = collect(pair.responder.poll_completions, 1)
     assert (received.wr_id, received.opcode, received.status) == (7, WcOpcode.RECV, WcStatus.SUCCESS)
     assert inbox[: received.byte_len] == outbox
 
@@ -302,8 +313,8 @@ def test_send_recv_both_ways_with_posted_receives(connect_pair: Callable[..., Pa
         receiver.post_recv(rx_mr, 4096, 4096, wr_id=10)  # the second half: offsets count
         tx = bytearray(pattern(seed, 3000))
         sender.post_send(WrOpcode.SEND, sender.register(tx), wr_id=11)
-        assert [wc.status for wc in poll_until(sender, 1)] == [WcStatus.SUCCESS]
-        [wc] = poll_until(receiver, 1)
+        assert [wc.status for wc in collect(sender.poll_completions, 1)] == [WcStatus.SUCCESS]
+        [wc] = collect(receiver.poll_completions, 1)
         assert (wc.wr_id, wc.byte_len, wc.status) == (10, 3000, WcStatus.SUCCESS)
         assert rx[4096 : 4096 + 3000] == tx and rx[:4096] == bytes(4096)
 
@@ -324,8 +335,9 @@ def test_rdma_write_and_read_64k_verified(connect_pair: Callable[..., Pair]) -> 
     data_mr = ini.register(data)
     ini.post_send(WrOpcode.RDMA_WRITE, data_mr, wr_id=1, remote_stag=sink_mr.stag, remote_addr=sink_mr.tagged_offset)
     ini.post_send(WrOpcode.SEND, wr_id=2)
-    assert [(wc.wr_id, wc.status) for wc in poll_until(ini, 2)] == [(1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
-    [recv] = poll_until(res, 1)
+    assert [(wc.wr_id, wc.status) for wc in collect(ini.poll_completions, 2)] == [
+        (1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
+    [recv] = collect(res.poll_completions, 1)
     assert (recv.opcode, recv.byte_len) == (WcOpcode.RECV, 0)
     assert sink == data
 
@@ -335,7 +347,7 @@ def test_rdma_write_and_read_64k_verified(connect_pair: Callable[..., Pair]) -> 
     ini.post_send(
         WrOpcode.RDMA_READ, landing_mr, wr_id=3, remote_stag=source_mr.stag, remote_addr=source_mr.tagged_offset
     )
-    [read] = poll_until(ini, 1)
+    [read] = collect(ini.poll_completions, 1)
     assert (read.wr_id, read.opcode, read.status, read.byte_len) == (
         3, WcOpcode.RDMA_READ, WcStatus.SUCCESS, SIXTY_FOUR_KIB,
     )
@@ -355,7 +367,7 @@ def test_tagged_offsets_count_from_zero_and_reveal_no_address(connect_pair: Call
     landing = bytearray(100)
     ini.post_send(WrOpcode.RDMA_READ, ini.register(landing, Access.LOCAL_WRITE), wr_id=2,
                   remote_stag=sink_mr.stag, remote_addr=1000)
-    assert [(wc.wr_id, wc.status) for wc in poll_until(ini, 2)] == [
+    assert [(wc.wr_id, wc.status) for wc in collect(ini.poll_completions, 2)] == [
         (1, WcStatus.SUCCESS), (2, WcStatus.SUCCESS)]
     assert sink[1000:1100] == data and landing == data
     assert sink_mr.tagged_offset == 0
@@ -374,7 +386,7 @@ def test_read_without_remote_read_right_completes_with_remote_access_error(
     pair.initiator.post_send(
         WrOpcode.RDMA_READ, landing_mr, wr_id=5, remote_stag=private_mr.stag, remote_addr=private_mr.tagged_offset
     )
-    [wc] = poll_until(pair.initiator, 1)
+    [wc] = collect(pair.initiator.poll_completions, 1)
     assert (wc.wr_id, wc.status) == (5, WcStatus.REMOTE_ACCESS_ERROR)
     # RFC 5040 s7: RDMAP, remote protection error, access rights violation.
     assert wc.terminate == (TermLayer.RDMAP, 0x1, 0x02)
@@ -447,20 +459,26 @@ def test_listener_reports_setups_that_fail_before_the_request() -> None:
 
     provider = open_provider("tcp")
     policy = MpaPolicy.from_personality("siw")
-    policy = dataclasses.replace(policy, request_timeout_ms=300)
+    policy = policy.replace(request_timeout_ms=300)
     with provider.listen("tcp://127.0.0.1:0", policy) as listener:
         host, port = listener.local_address.rsplit(":", 1)
+        started = time.monotonic()
         with sockets.create_connection((host, int(port))) as garbage:
             garbage.sendall(b"GET / HTTP/1.1\r\nHost: iwarp\r\n\r\n")  # >= 20 octets
             assert listener.next_request(1000) is None
-        deadline = time.monotonic() + 5
         failures: list = []
-        while not failures and time.monotonic() < deadline:
-            failures = listener.take_setup_failures()
-            time.sleep(0.02)
+
+        def failed() -> bool:
+            failures.extend(listener.take_setup_failures())
+            return bool(failures)
+
+        assert eventually(failed, timeout=5, interval=0.02)
+        waited_ms = (time.monotonic() - started) * 1000
         assert len(failures) == 1
         peer, error, elapsed_ms = failures[0]
         assert peer.startswith("127.0.0.1:")
         assert error.failure == "malformed_frame"
-        assert elapsed_ms >= 0
+        # The setup's own duration (accept to failure) lies within what this test waited
+        # from before its connect: a clock that is wrong, unset or in other units shows.
+        assert 0 <= elapsed_ms <= waited_ms, (elapsed_ms, waited_ms)
         assert listener.take_setup_failures() == []  # reported once

@@ -1,7 +1,5 @@
-"""What the storm tests share: the binaries, a storm server in the lab with its samplers, and
+"""What the storm tests share: a storm server in the lab with its samplers, and
 the storm clients.
-
-A module of its own, not conftest, so tests import it by a name no other suite uses.
 
     server = StormServer.start(host, probe, run_dir, backlog=64, overflow="reject", ...)
     reports = run_storms(clients, storm, server.uri, attempts=500, concurrency=24)
@@ -12,8 +10,6 @@ A module of its own, not conftest, so tests import it by a name no other suite u
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -23,33 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.json_lines import JsonLines, PrintsJsonLines
+
 PERSONALITY = Path(__file__).resolve().parent / "personalities" / "storm.json"
-DEBIAN_PYTHON = "/usr/bin/python3"
 #: How often backlog-stat and VmRSS are sampled during a storm.
 SAMPLE_INTERVAL_S = 0.15
 
 OUTCOMES = ("connected", "overflow_rejected", "app_rejected", "expired", "tcp_timeout", "gave_up",
             "other")
-
-
-def build_dir() -> Path:
-    return Path(os.environ.get("RDMA_INTEROP_BUILD", REPO / "build")).resolve()
-
-
-def find_tool(name: str, subdir: str) -> str | None:
-    """`name` in $RDMA_INTEROP_BUILD/tools[/subdir], on PATH, or the newest build*/ tree."""
-    candidates = [build_dir() / "tools" / name, build_dir() / "tools" / subdir / name]
-    on_path = shutil.which(name)
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates += sorted((p for pattern in (f"build*/tools/{name}", f"build*/tools/{subdir}/{name}")
-                          for p in REPO.glob(pattern) if p.is_file()),
-                         key=lambda p: p.stat().st_mtime, reverse=True)
-    for c in candidates:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c.resolve())
-    return None
 
 
 def vm_rss_kib(pid: int) -> int | None:
@@ -76,7 +53,7 @@ class Sample:
 
 
 @dataclass
-class StormServer:
+class StormServer(PrintsJsonLines):
     """`rdma-probe serve` with a backlog policy on a lab host, its JSON lines and samplers."""
 
     host: Any
@@ -85,12 +62,11 @@ class StormServer:
     pid: int
     backlog_stat: str | None
     run_dir: Path
-    lines: list[dict[str, Any]] = field(default_factory=list)
+    output: JsonLines
     samples: list[Sample] = field(default_factory=list)
     sampler_errors: list[str] = field(default_factory=list)
-    stderr_lines: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
+    _sampler: threading.Thread | None = None
     _start: float = field(default_factory=time.monotonic)
 
     @property
@@ -117,30 +93,10 @@ class StormServer:
             raise AssertionError(f"rdma-probe serve did not start: {first!r} {err}") from None
         # `ip netns exec` and `env` exec: the serve has the pid Popen knows.
         server = cls(host, proc, listening["address"], proc.pid, backlog_stat, run_dir,
-                     lines=[listening])
-        server._spawn(server._pump_stdout)
-        server._spawn(server._pump_stderr)
-        server._spawn(server._sample)
+                     JsonLines(proc, first=[listening]))
+        server._sampler = threading.Thread(target=server._sample, daemon=True)
+        server._sampler.start()
         return server
-
-    def _spawn(self, fn: Any) -> None:
-        t = threading.Thread(target=fn, daemon=True)
-        t.start()
-        self._threads.append(t)
-
-    def _pump_stdout(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            if line.strip():
-                try:
-                    self.lines.append(json.loads(line))
-                except json.JSONDecodeError:
-                    self.lines.append({"event": "unparsed", "text": line})
-
-    def _pump_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr_lines.append(line.rstrip())
 
     def _sample(self) -> None:
         """backlog-stat --json in the server's namespace, and the serve's VmRSS."""
@@ -191,8 +147,9 @@ class StormServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait(timeout=5)
-        for t in self._threads:
-            t.join(timeout=5)
+        self.output.join(timeout=5)
+        if self._sampler is not None:
+            self._sampler.join(timeout=5)
         for line in reversed(self.lines):
             if line.get("event") == "counters":
                 return {k: v for k, v in line.items() if k not in ("event", "overflow")}

@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
-from storm_support import (DEBIAN_PYTHON, HALF_OPEN_FLOOD, OUTCOMES, StormServer, jain,
-                           reconcile, run_storms, storm_command, total)
+from tests.support.paths import DEBIAN_PYTHON
+
+from .storm_support import (HALF_OPEN_FLOOD, OUTCOMES, StormServer, jain, reconcile, run_storms,
+                            storm_command, total)
 
 BACKLOG = 64
 ACCEPT_DELAY_MS = 5

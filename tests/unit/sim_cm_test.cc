@@ -1,7 +1,7 @@
-// The simulated IB CM (core/transport/sim/sim_cm.h): the REQ/REP/RTU handshake, REQ and REP
+// The simulated IB CM (core/sim/ib_cm.h): the REQ/REP/RTU handshake, REQ and REP
 // retries under loss, MRA, and a listener's backlog (kDrop and kReject) under a connect burst,
 // all in virtual time with the times IB's timers give.
-#include "core/transport/sim/sim_cm.h"
+#include "core/sim/ib_cm.h"
 
 #include <gtest/gtest.h>
 
@@ -84,7 +84,7 @@ class SimCmTest : public ::testing::Test {
   }
 
   Fabric fabric_;
-  std::optional<SimCm> cm_;
+  std::optional<IbCm> cm_;
   NodeId a_ = 0, b_ = 0;
   Pid pa_ = 0, pb_ = 0;
   ListenerId listener_ = 0;

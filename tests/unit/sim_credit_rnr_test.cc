@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "core/credit/credit_window.h"
-#include "core/transport/sim/sim_fabric.h"
-#include "core/transport/sim/sim_random.h"
+#include "core/sim/fabric.h"
+#include "core/sim/random.h"
 
 namespace rdma_interop::sim {
 namespace {
@@ -49,7 +49,7 @@ struct Workload {
 };
 
 Workload make_workload(std::uint64_t seed) {
-  SimRandom r(seed);
+  Random r(seed);
   Workload w;
   for (std::size_t i = 0; i < kMessages; ++i) {
     w.gap.push_back(microseconds(r.between(0, 100)));

@@ -1,6 +1,6 @@
 // The simulated IB fabric's transport behaviours, each as IB specifies it: retries, RNR,
 // access errors at both ends, C9-88, APM, partitions, XRC delivery through an SRQ.
-#include "core/transport/sim/sim_fabric.h"
+#include "core/sim/fabric.h"
 
 #include <gtest/gtest.h>
 

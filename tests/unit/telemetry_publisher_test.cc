@@ -1,12 +1,14 @@
-// The publisher: a file at once on register and unregister, changes within the interval,
-// no rewrites while nothing changes, its file gone with it, and never a failure when the
-// run directory is unusable; connection snapshots next to the listeners.
+// The publisher: a file at once on register and unregister, changes at the next poll, no
+// rewrites while nothing changes, its file gone with it, and never a failure when the run
+// directory is unusable; connection snapshots next to the listeners.
+//
+// Time is stepped, not slept through: most tests turn the own thread off and call poll() for
+// each interval, with a clock of their own; one test checks that the own thread polls.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "core/telemetry/publisher.h"
 #include "core/telemetry/run_dir.h"
@@ -20,10 +22,16 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::TempRunDir;
 
+// The file's timestamps in these tests: fixed, so a test can tell them from the system's.
+constexpr Publisher::Timestamps kTestTime{.monotonic_ns = 42'000'000'000,
+                                          .wall_ms = 1'718'000'000'000};
+
+// No own thread: only registrations, unregistrations and the test's poll() calls write.
 Publisher::Options options(const fs::path& dir) {
   Publisher::Options o;
   o.run_dir = dir;
-  o.interval = 20ms;
+  o.own_thread = false;
+  o.clock = [] { return kTestTime; };
   return o;
 }
 
@@ -50,9 +58,7 @@ TEST(TelemetryPublisher, NothingOnDiskBeforeTheFirstListener) {
 
 TEST(TelemetryPublisher, PublishesAtOnceOnRegisterAndUnregister) {
   TempRunDir tmp;
-  auto o = options(tmp.path() / "run");
-  o.interval = 1h;  // only the registrations themselves write
-  Publisher p(o);
+  Publisher p(options(tmp.path() / "run"));  // nothing polls: the registrations write
   const auto a = p.register_listener([] { return testing::listener("127.0.0.1:1"); });
   ASSERT_TRUE(fs::exists(p.file()));
   auto s = read(p.file());
@@ -77,32 +83,47 @@ TEST(TelemetryPublisher, PublishesAtOnceOnRegisterAndUnregister) {
   EXPECT_EQ(p.writes(), 4u);
 }
 
-TEST(TelemetryPublisher, ChangesArePublishedWithinTheIntervalAndOnlyThen) {
+TEST(TelemetryPublisher, ChangesArePublishedAtTheNextPollAndOnlyThen) {
   TempRunDir tmp;
   Publisher p(options(tmp.path()));
-  std::atomic<std::uint32_t> pending{0};
-  p.register_listener([&] { return testing::listener("127.0.0.1:1", pending.load()); });
-  std::this_thread::sleep_for(100ms);  // five intervals, nothing changed
+  std::uint32_t pending = 0;
+  p.register_listener([&] { return testing::listener("127.0.0.1:1", pending); });
+  for (int i = 0; i < 5; ++i) p.poll();  // five intervals, nothing changed
   EXPECT_EQ(p.writes(), 1u);
   pending = 5;
+  EXPECT_EQ(read(p.file()).listeners.at(0).counters.pending, 0u);  // not before the poll
+  p.poll();
+  EXPECT_EQ(p.writes(), 2u);
+  const auto s = read(p.file());
+  EXPECT_EQ(s.listeners.at(0).counters.pending, 5u);
+  EXPECT_EQ(s.monotonic_ns, kTestTime.monotonic_ns);  // the publisher's clock, not another
+  EXPECT_EQ(s.wall_ms, kTestTime.wall_ms);
+}
+
+TEST(TelemetryPublisher, RateIsBoundedUnderConstantChange) {
+  TempRunDir tmp;
+  Publisher p(options(tmp.path()));
+  std::uint32_t n = 0;
+  p.register_listener([&] { return testing::listener("127.0.0.1:1", n++); });
+  for (int i = 0; i < 5; ++i) p.poll();
+  // Changed on every look: one write per poll (so per interval), plus the register's own.
+  EXPECT_EQ(p.writes(), 6u);
+}
+
+TEST(TelemetryPublisher, OwnThreadPollsEveryInterval) {
+  TempRunDir tmp;
+  Publisher::Options o;  // the production defaults: own thread, the system's clocks
+  o.run_dir = tmp.path();
+  o.interval = 20ms;
+  Publisher p(o);
+  std::atomic<std::uint32_t> pending{0};
+  p.register_listener([&] { return testing::listener("127.0.0.1:1", pending.load()); });
+  pending = 5;  // published by the thread alone: the test never polls
   ASSERT_TRUE(eventually([&] { return read(p.file()).listeners.at(0).counters.pending == 5; }));
   EXPECT_EQ(p.writes(), 2u);
   const auto s = read(p.file());
   EXPECT_GT(s.monotonic_ns, 0);
   EXPECT_GT(s.wall_ms, 1'600'000'000'000);  // after 2020: a Unix time in ms
-}
-
-TEST(TelemetryPublisher, RateIsBoundedUnderConstantChange) {
-  TempRunDir tmp;
-  auto o = options(tmp.path());
-  o.interval = 100ms;
-  Publisher p(o);
-  std::atomic<std::uint32_t> n{0};
-  p.register_listener([&] { return testing::listener("127.0.0.1:1", n++); });
-  std::this_thread::sleep_for(550ms);
-  // Changed on every look: one write per interval, plus the register's own.
-  EXPECT_LE(p.writes(), 7u);
-  EXPECT_GE(p.writes(), 2u);  // loose: 2 shared cores may delay the thread
 }
 
 TEST(TelemetryPublisher, FileRemovedOnDestruction) {
@@ -144,9 +165,7 @@ TEST(TelemetryPublisher, RegistrationUnregistersWhenDestroyed) {
 
 TEST(TelemetryPublisher, ConnectionsArePublishedNextToListeners) {
   TempRunDir tmp;
-  auto o = options(tmp.path());
-  o.interval = 1h;  // only the registrations themselves write
-  Publisher p(o);
+  Publisher p(options(tmp.path()));  // nothing polls: the registrations write
   const auto l = p.register_listener([] { return testing::listener("127.0.0.1:7300"); });
   const auto a = p.register_connections([] {
     return std::vector<ConnectionSnapshot>{testing::connection("node2"),
@@ -177,20 +196,20 @@ TEST(TelemetryPublisher, ConnectionsArePublishedNextToListeners) {
   EXPECT_EQ(p.writes(), 5u);
 }
 
-TEST(TelemetryPublisher, ConnectionChangesArePublishedWithinTheInterval) {
+TEST(TelemetryPublisher, ConnectionChangesArePublishedAtTheNextPoll) {
   TempRunDir tmp;
   Publisher p(options(tmp.path()));
-  std::atomic<std::uint32_t> credits{5};
+  std::uint32_t credits = 5;
   p.register_connections([&] {
-    return std::vector<ConnectionSnapshot>{testing::connection("node2", credits.load())};
+    return std::vector<ConnectionSnapshot>{testing::connection("node2", credits)};
   });
-  std::this_thread::sleep_for(100ms);  // five intervals, nothing changed
+  for (int i = 0; i < 5; ++i) p.poll();  // five intervals, nothing changed
   EXPECT_EQ(p.writes(), 1u);
   credits = 0;  // the peer stopped consuming
-  ASSERT_TRUE(eventually([&] {
-    const auto s = read(p.file());
-    return s.connections.size() == 1 && s.connections[0].credit.credits == 0;
-  }));
+  p.poll();
+  const auto s = read(p.file());
+  ASSERT_EQ(s.connections.size(), 1u);
+  EXPECT_EQ(s.connections[0].credit.credits, 0u);
   EXPECT_EQ(p.writes(), 2u);
 }
 

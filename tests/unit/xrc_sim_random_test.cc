@@ -11,9 +11,9 @@
 #include <iostream>
 #include <string>
 
-#include "core/transport/sim/xrc_scenario.h"
+#include "tools/rdma-probe/xrc_scenario.h"
 
-namespace rdma_interop::sim {
+namespace rdma_interop::probe {
 namespace {
 
 std::uint64_t env_number(const char* name, std::uint64_t fallback) {
@@ -88,4 +88,4 @@ TEST(XrcSimRandom, ReplayOneSeed) {
 }
 
 }  // namespace
-}  // namespace rdma_interop::sim
+}  // namespace rdma_interop::probe

@@ -1,5 +1,5 @@
 #!/usr/bin/dash
-# rdma-guest-agent: runs one command per connection for the host (see tests/kernel/guest.py).
+# rdma-guest-agent: runs one command per connection for the host (see tests/support/guest.py).
 # Protocol: the host sends one line, the command in base64, and closes its half. The agent
 # runs it with sh, stdout and stderr merged, and ends with a line
 # "RDMA-GUEST-RC <exit status>". Commands run in /tmp as root.

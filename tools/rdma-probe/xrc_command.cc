@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/transport/sim/xrc_scenario.h"
 #include "core/transport/verbs/xrc_verbs.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
+#include "tools/rdma-probe/xrc_scenario.h"
 #include "core/util/json_text.h"
 
 namespace rdma_interop::probe {
@@ -167,12 +167,12 @@ int run_xrc_support(const XrcOptions& options) {
 }
 
 int run_simulation(const XrcOptions& options) {
-  sim::XrcScenarioOptions so;
+  XrcScenarioOptions so;
   so.seed = *options.simulate_seed;
   so.trace = options.trace || options.events;
   if (!options.probe_kind.empty() || options.interval_ms || options.retries) {
     // Start from the seed's own choice, then apply what was given.
-    xrc::ProbeConfig p = sim::xrc_scenario_probe(so.seed);
+    xrc::ProbeConfig p = xrc_scenario_probe(so.seed);
     if (!options.probe_kind.empty()) {
       auto k = xrc::parse_probe_kind(options.probe_kind);
       if (!k) {
@@ -193,7 +193,7 @@ int run_simulation(const XrcOptions& options) {
     }
     so.probe = p;
   }
-  const auto r = sim::run_xrc_scenario(so);
+  const auto r = run_xrc_scenario(so);
   char hash[24];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(r.trace_hash));
   if (options.json) {

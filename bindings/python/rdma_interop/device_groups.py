@@ -380,7 +380,7 @@ GROUPS: tuple[Group, ...] = (
           server=lambda c: ["rdma-probe", "serve", "--listen",
                             _verbs_uri(c.responder_address, c.port), "--backlog", "2",
                             "--overflow", "reject", "--accept-delay", "200",
-                            "--exchange-timeout", "2", *_PERSONALITY],
+                            "--exchange-timeout", "2", "--json", *_PERSONALITY],
           client=lambda c: ["rdma-storm", _verbs_uri(c.responder_address, c.port)
                             + f"?source={c.initiator_address}", "--attempts", "24",
                             "--concurrency", "8", "--retries", "0", "--retry-mode", "storm",

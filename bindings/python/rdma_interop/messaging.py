@@ -42,6 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from rdma_interop import _core
+from rdma_interop._core import CompletionBudgetCounters, CreditCounters
 from rdma_interop.provider import MpaPolicy, PendingConnection, Provider
 from rdma_interop.wire import Terminate
 
@@ -124,34 +125,6 @@ class Message:
 
 
 @dataclass(frozen=True)
-class CreditCounters:
-    """One connection's credit figures (``core/credit/credit_window.h``)."""
-
-    credits: int  # messages we may send now: receives the peer posted for us and announced
-    control_credits: int  # standalone credit updates we may send now
-    data_slots_in_use: int
-    control_slots_in_use: int
-    credits_granted_total: int  # initial + every grant received
-    sent: int  # data messages sent
-    updates_sent: int  # standalone credit updates sent
-    stalls_no_credit: int  # a message found no credit
-    stalls_no_slot: int  # a message found no send slot
-    update_stalls: int  # an update found no control credit or slot
-    posted: int  # data receives posted for the peer
-    granted: int  # of those, announced: the peer's credits as we know them
-    pending_grant: int  # of those, not announced yet
-    control_posted: int
-    control_return_pending: int
-    granted_total: int  # initial + every grant sent
-    received: int  # data messages received
-    updates_received: int
-
-    @classmethod
-    def _from_core(cls, core: Any) -> CreditCounters:
-        return cls(**{f: int(getattr(core, f)) for f in cls.__dataclass_fields__})
-
-
-@dataclass(frozen=True)
 class PeerStats:
     """A consistent snapshot of one peer."""
 
@@ -184,31 +157,13 @@ class PeerStats:
             name=core.name, state=PeerState(core.state), detail=core.detail,
             terminate_sent=terminate(core.terminate_sent),
             terminate_received=terminate(core.terminate_received),
-            credit=CreditCounters._from_core(core.credit), queued=core.queued,
+            credit=core.credit, queued=core.queued,
             replies_queued=core.replies_queued, held=core.held, refused=core.refused,
             messages_sent=core.messages_sent, bytes_sent=core.bytes_sent,
             messages_received=core.messages_received, bytes_received=core.bytes_received,
             lost=core.lost, held_released=core.held_released, stalled_ms=core.stalled_ms,
             local_address=core.local_address, peer_address=core.peer_address,
         )
-
-
-@dataclass(frozen=True)
-class CompletionBudgetCounters:
-    """The shared completion queue's reservations: one per posted work request, so the
-    queue can never overrun (``core/credit/completion_budget.h``)."""
-
-    cq_entries: int
-    send_reserved: int
-    receive_reserved: int
-    high_water: int  # the peers' own most reserved, summed (never above cq_entries)
-    reserved_total: int
-    released_total: int
-    refused: int
-
-    @classmethod
-    def _from_core(cls, core: Any) -> CompletionBudgetCounters:
-        return cls(**{f: int(getattr(core, f)) for f in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -272,7 +227,7 @@ class MessageEndpoint:
         ConnectError; kind ``"setup"`` with a detail saying so when the peer answers without
         credit parameters."""
         options = _core.ConnectOptions()
-        options.policy = policy._to_core()
+        options.policy = policy
         options.private_data = bytes(private_data)
         options.timeout_ms = timeout_ms
         options.retries = retries
@@ -327,7 +282,7 @@ class MessageEndpoint:
     @property
     def endpoint_stats(self) -> EndpointStats:
         core = self._core.endpoint_stats()
-        return EndpointStats(budget=CompletionBudgetCounters._from_core(core.budget),
+        return EndpointStats(budget=core.budget,
                              cq_overruns=int(core.cq.overruns),
                              cq_high_water=int(core.cq.high_water),
                              bytes_allocated=int(core.bytes_allocated))

@@ -43,7 +43,30 @@ from types import TracebackType
 from typing import Any
 
 from rdma_interop import _core
+from rdma_interop._core import (
+    BacklogCounters,
+    CompletionQueueCounters,
+    ListenOptions,
+    MpaPolicy,
+    NegotiatedParams,
+    Personality,
+    WorkCompletion,
+)
+from rdma_interop.completion_enums import WcOpcode, WcStatus
 from rdma_interop.errors import TerminateCause, TermLayer
+from rdma_interop.policy_enums import (
+    Crc,
+    NoCommonRtr,
+    OnMalformed,
+    OnNewerRevision,
+    Overflow,
+    PeerToPeer,
+    Refusal,
+    Rtr,
+    RtrCheck,
+    RtrFromReply,
+    RtrReply,
+)
 from rdma_interop.wire import MpaFrame, Terminate
 
 __all__ = [
@@ -189,316 +212,10 @@ def _cause(cause: tuple[int, int, int] | None) -> TerminateCause | None:
 
 
 # ---- MPA policy and personalities (core/cm/mpa_policy.h, personality.h) --------------------
-
-
-class Crc(str, enum.Enum):
-    """Whether a side asks for MPA CRC (RFC 5044 s7.1: either side asking means CRC)."""
-
-    WANT = "want"
-    OPTIONAL = "optional"  # does not ask, goes along when the peer asks
-    REFUSE = "refuse"  # does not ask, and fails the connection if the peer asks
-
-
-class PeerToPeer(str, enum.Enum):
-    """RFC 6581 peer-to-peer mode: an initiator asks in ON and REQUIRED; a responder accepts
-    in ON, WHEN_ASKED and REQUIRED and declines in OFF. REQUIRED (irdma) also refuses a
-    revision-2 Request or Reply without the peer-to-peer flag."""
-
-    OFF = "off"
-    WHEN_ASKED = "when-asked"
-    ON = "on"
-    REQUIRED = "required"
-
-
-class OnNewerRevision(str, enum.Enum):
-    """What a responder does with a Request of a revision it does not speak."""
-
-    REPLY = "reply"  # RFC 5044 s7.1: answer with its own, lower revision
-    RESET = "reset"  # abort the TCP connection (old firmware, iw_cxgb4, irdma)
-    CLOSE = "close"  # close it without a Reply (siw above revision 2, erdma)
-
-
-class Refusal(str, enum.Enum):
-    """How a side refuses what its policy cannot take (``refuse_with``)."""
-
-    REJECT = "reject"  # MPA Reject, or the RFC 6581 Terminate codes 0x06/0x07
-    RESET = "reset"  # a TCP reset and nothing else (irdma)
-
-
-class OnMalformed(str, enum.Enum):
-    """What a side does with a frame that does not decode."""
-
-    RESET = "reset"
-    CLOSE = "close"
-
-
-class RtrReply(str, enum.Enum):
-    """What a responder's Reply names once it has picked an RTR type."""
-
-    CHOSEN = "chosen"  # RFC 6581 s3: the type it picked
-    OWN = "own"  # iw_cxgb4: its own single type, whatever it picked
-    ALL_COMMON = "all-common"  # qed: every type both offer
-
-
-class NoCommonRtr(str, enum.Enum):
-    """What a responder does when the Request offers no RTR type it takes."""
-
-    REFUSE = "refuse"  # RFC 6581 s3: MPA code 0x07
-    PROPOSE = "propose"  # siw: names its first preference anyway
-    OFFER_ALL = "offer-all"  # qed: names every type it takes
-    DECLINE = "decline"  # iw_cxgb4: answers without peer-to-peer
-
-
-class RtrCheck(str, enum.Enum):
-    """What a responder takes as the RTR."""
-
-    AGREED = "agreed"  # exactly the agreed type
-    ANY = "any"  # any zero-length Send, Write or Read Request (siw)
-
-
-class RtrFromReply(str, enum.Enum):
-    """How an initiator reads the RTR types a Reply names."""
-
-    EXACT = "exact"  # RFC 6581 s3: exactly one, of those it offered
-    PREFERENCE = "preference"  # the first of its own preference among several (irdma, siw)
-
-
-class Rtr(str, enum.Enum):
-    """RFC 6581 s3: the zero-length operation an initiator sends as its ready-to-receive."""
-
-    SEND = "send"
-    WRITE = "write"
-    READ = "read"
-
-
-_CRC = {Crc.WANT: _core.CrcMode.WANT, Crc.OPTIONAL: _core.CrcMode.OPTIONAL, Crc.REFUSE: _core.CrcMode.REFUSE}
-_P2P = {
-    PeerToPeer.OFF: _core.PeerToPeer.OFF,
-    PeerToPeer.WHEN_ASKED: _core.PeerToPeer.WHEN_ASKED,
-    PeerToPeer.ON: _core.PeerToPeer.ON,
-    PeerToPeer.REQUIRED: _core.PeerToPeer.REQUIRED,
-}
-_NEWER = {
-    OnNewerRevision.REPLY: _core.OnNewerRevision.REPLY_OWN_REVISION,
-    OnNewerRevision.RESET: _core.OnNewerRevision.RESET,
-    OnNewerRevision.CLOSE: _core.OnNewerRevision.CLOSE,
-}
-_REFUSAL = {Refusal.REJECT: _core.Refusal.REJECT, Refusal.RESET: _core.Refusal.RESET}
-_MALFORMED = {OnMalformed.RESET: _core.OnMalformed.RESET, OnMalformed.CLOSE: _core.OnMalformed.CLOSE}
-_RTR_REPLY = {
-    RtrReply.CHOSEN: _core.RtrReply.CHOSEN,
-    RtrReply.OWN: _core.RtrReply.OWN,
-    RtrReply.ALL_COMMON: _core.RtrReply.ALL_COMMON,
-}
-_NO_COMMON = {
-    NoCommonRtr.REFUSE: _core.NoCommonRtr.REFUSE,
-    NoCommonRtr.PROPOSE: _core.NoCommonRtr.PROPOSE,
-    NoCommonRtr.OFFER_ALL: _core.NoCommonRtr.OFFER_ALL,
-    NoCommonRtr.DECLINE: _core.NoCommonRtr.DECLINE,
-}
-_RTR_CHECK = {RtrCheck.AGREED: _core.RtrCheck.AGREED, RtrCheck.ANY: _core.RtrCheck.ANY}
-_FROM_REPLY = {
-    RtrFromReply.EXACT: _core.RtrFromReply.EXACT,
-    RtrFromReply.PREFERENCE: _core.RtrFromReply.PREFERENCE,
-}
-_RTR = {Rtr.SEND: _core.RtrType.SEND, Rtr.WRITE: _core.RtrType.WRITE, Rtr.READ: _core.RtrType.READ}
-
-
-_CRC_BACK = {int(v): k for k, v in _CRC.items()}
-_P2P_BACK = {int(v): k for k, v in _P2P.items()}
-_NEWER_BACK = {int(v): k for k, v in _NEWER.items()}
-_RTR_BACK = {int(v): k for k, v in _RTR.items()}
-_REFUSAL_BACK = {int(v): k for k, v in _REFUSAL.items()}
-_MALFORMED_BACK = {int(v): k for k, v in _MALFORMED.items()}
-_RTR_REPLY_BACK = {int(v): k for k, v in _RTR_REPLY.items()}
-_NO_COMMON_BACK = {int(v): k for k, v in _NO_COMMON.items()}
-_RTR_CHECK_BACK = {int(v): k for k, v in _RTR_CHECK.items()}
-_FROM_REPLY_BACK = {int(v): k for k, v in _FROM_REPLY.items()}
-
-
-def _rtr_set(rtrs: frozenset[Rtr]) -> Any:
-    core = _core.RtrSet()
-    core.send = Rtr.SEND in rtrs
-    core.write = Rtr.WRITE in rtrs
-    core.read = Rtr.READ in rtrs
-    return core
-
-
-def _rtrs(core: Any) -> frozenset[Rtr]:
-    return frozenset(
-        t for t, on in ((Rtr.SEND, core.send), (Rtr.WRITE, core.write), (Rtr.READ, core.read)) if on
-    )
-
-
-@dataclass(frozen=True)
-class MpaPolicy:
-    """What one side of an MPA connection offers, accepts and insists on.
-
-    The fields and defaults are ``cm::MpaPolicy``'s and a personality file's ``"mpa"``
-    keys (core/cm/mpa_policy.h says what each means and which kernel source it models).
-    ``rtr_offer``: the RTR types an initiator offers and a responder accepts unless
-    ``rtr_accepted`` says otherwise; ``rtr_preference``: the order of choice. ``ird``/``ord``
-    are 14-bit RDMA Read depths (RFC 6581 s3); ``strict_ird_ord`` fails an ORD above the
-    peer's IRD. ``revision`` is 1, 2 or 129 (erdma's own).
-    """
-
-    revision: int = 2
-    crc: Crc = Crc.WANT
-    markers_wanted: bool = False
-    markers_supported: bool = False
-    peer_to_peer: PeerToPeer = PeerToPeer.WHEN_ASKED
-    rtr_offer: frozenset[Rtr] = frozenset({Rtr.SEND, Rtr.WRITE, Rtr.READ})
-    rtr_accepted: frozenset[Rtr] | None = None
-    rtr_preference: tuple[Rtr, ...] = ()
-    rtr_reply: RtrReply = RtrReply.CHOSEN
-    no_common_rtr: NoCommonRtr = NoCommonRtr.REFUSE
-    rtr_check: RtrCheck = RtrCheck.AGREED
-    rtr_from_reply: RtrFromReply = RtrFromReply.EXACT
-    rtr_in_revision1: bool = False
-    read_rtr_sink_stag: int = 0
-    read_rtr_source_stag: int = 0
-    refuse_zero_stag_read_rtr: bool = False
-    ird: int = 16
-    ord: int = 16
-    strict_ird_ord: bool = False
-    private_data_limit: int = 512
-    reject_reserved_bits: bool = False
-    fallback_to_revision1: bool = False
-    on_newer_revision: OnNewerRevision = OnNewerRevision.REPLY
-    refuse_with: Refusal = Refusal.REJECT
-    on_malformed_frame: OnMalformed = OnMalformed.RESET
-    echo_reserved_bits: bool = False
-    extension_bits: int = 0
-    ird_ord_sentinel: bool = False
-    send_rtr: bool = True
-    request_timeout_ms: int = 5000
-    reply_timeout_ms: int = 10000
-    rtr_timeout_ms: int = 5000
-    #: Initiator: wait this long after the Reply before the first FPDU (see mpa_policy.h:
-    #: kernel siw ignores an FPDU landing while it hands its socket to the QP).
-    first_fpdu_delay_ms: int = 0
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "crc", Crc(self.crc))
-        object.__setattr__(self, "peer_to_peer", PeerToPeer(self.peer_to_peer))
-        object.__setattr__(self, "on_newer_revision", OnNewerRevision(self.on_newer_revision))
-        object.__setattr__(self, "rtr_offer", frozenset(Rtr(t) for t in self.rtr_offer))
-        if self.rtr_accepted is not None:
-            object.__setattr__(self, "rtr_accepted", frozenset(Rtr(t) for t in self.rtr_accepted))
-        object.__setattr__(self, "rtr_preference", tuple(Rtr(t) for t in self.rtr_preference))
-        object.__setattr__(self, "rtr_reply", RtrReply(self.rtr_reply))
-        object.__setattr__(self, "no_common_rtr", NoCommonRtr(self.no_common_rtr))
-        object.__setattr__(self, "rtr_check", RtrCheck(self.rtr_check))
-        object.__setattr__(self, "rtr_from_reply", RtrFromReply(self.rtr_from_reply))
-        object.__setattr__(self, "refuse_with", Refusal(self.refuse_with))
-        object.__setattr__(self, "on_malformed_frame", OnMalformed(self.on_malformed_frame))
-
-    @classmethod
-    def from_personality(cls, name_or_path: str, dirs: Sequence[str] | None = None) -> MpaPolicy:
-        """The policy of a personality (see :func:`find_personality`)."""
-        return find_personality(name_or_path, dirs).mpa
-
-    def problems(self) -> list[str]:
-        """Contradictions in the fields (``cm::validate``), one sentence each; empty when usable."""
-        return list(_core.validate_policy(self._to_core()))
-
-    def __str__(self) -> str:
-        return repr(self._to_core())
-
-    def _to_core(self) -> Any:
-        core = _core.MpaPolicy()
-        core.revision = self.revision
-        core.crc = _CRC[self.crc]
-        core.markers_wanted = self.markers_wanted
-        core.markers_supported = self.markers_supported
-        core.peer_to_peer = _P2P[self.peer_to_peer]
-        core.rtr_offer = _rtr_set(self.rtr_offer)
-        core.rtr_accepted = None if self.rtr_accepted is None else _rtr_set(self.rtr_accepted)
-        core.rtr_preference = [_RTR[t] for t in self.rtr_preference]
-        core.rtr_reply = _RTR_REPLY[self.rtr_reply]
-        core.no_common_rtr = _NO_COMMON[self.no_common_rtr]
-        core.rtr_check = _RTR_CHECK[self.rtr_check]
-        core.rtr_from_reply = _FROM_REPLY[self.rtr_from_reply]
-        core.rtr_in_revision1 = self.rtr_in_revision1
-        core.read_rtr_sink_stag = self.read_rtr_sink_stag
-        core.read_rtr_source_stag = self.read_rtr_source_stag
-        core.refuse_zero_stag_read_rtr = self.refuse_zero_stag_read_rtr
-        core.ird = self.ird
-        core.ord = self.ord
-        core.strict_ird_ord = self.strict_ird_ord
-        core.private_data_limit = self.private_data_limit
-        core.reject_reserved_bits = self.reject_reserved_bits
-        core.fallback_to_revision1 = self.fallback_to_revision1
-        core.on_newer_revision = _NEWER[self.on_newer_revision]
-        core.refuse_with = _REFUSAL[self.refuse_with]
-        core.on_malformed_frame = _MALFORMED[self.on_malformed_frame]
-        core.echo_reserved_bits = self.echo_reserved_bits
-        core.extension_bits = self.extension_bits
-        core.ird_ord_sentinel = self.ird_ord_sentinel
-        core.send_rtr = self.send_rtr
-        core.request_timeout_ms = self.request_timeout_ms
-        core.reply_timeout_ms = self.reply_timeout_ms
-        core.rtr_timeout_ms = self.rtr_timeout_ms
-        core.first_fpdu_delay_ms = self.first_fpdu_delay_ms
-        return core
-
-    @classmethod
-    def _from_core(cls, core: Any) -> MpaPolicy:
-        return cls(
-            revision=core.revision,
-            crc=_CRC_BACK[int(core.crc)],
-            markers_wanted=core.markers_wanted,
-            markers_supported=core.markers_supported,
-            peer_to_peer=_P2P_BACK[int(core.peer_to_peer)],
-            rtr_offer=_rtrs(core.rtr_offer),
-            rtr_accepted=None if core.rtr_accepted is None else _rtrs(core.rtr_accepted),
-            rtr_preference=tuple(_RTR_BACK[int(t)] for t in core.rtr_preference),
-            rtr_reply=_RTR_REPLY_BACK[int(core.rtr_reply)],
-            no_common_rtr=_NO_COMMON_BACK[int(core.no_common_rtr)],
-            rtr_check=_RTR_CHECK_BACK[int(core.rtr_check)],
-            rtr_from_reply=_FROM_REPLY_BACK[int(core.rtr_from_reply)],
-            rtr_in_revision1=core.rtr_in_revision1,
-            read_rtr_sink_stag=core.read_rtr_sink_stag,
-            read_rtr_source_stag=core.read_rtr_source_stag,
-            refuse_zero_stag_read_rtr=core.refuse_zero_stag_read_rtr,
-            ird=core.ird,
-            ord=core.ord,
-            strict_ird_ord=core.strict_ird_ord,
-            private_data_limit=core.private_data_limit,
-            reject_reserved_bits=core.reject_reserved_bits,
-            fallback_to_revision1=core.fallback_to_revision1,
-            on_newer_revision=_NEWER_BACK[int(core.on_newer_revision)],
-            refuse_with=_REFUSAL_BACK[int(core.refuse_with)],
-            on_malformed_frame=_MALFORMED_BACK[int(core.on_malformed_frame)],
-            echo_reserved_bits=core.echo_reserved_bits,
-            extension_bits=core.extension_bits,
-            ird_ord_sentinel=core.ird_ord_sentinel,
-            send_rtr=core.send_rtr,
-            request_timeout_ms=core.request_timeout_ms,
-            reply_timeout_ms=core.reply_timeout_ms,
-            rtr_timeout_ms=core.rtr_timeout_ms,
-            first_fpdu_delay_ms=core.first_fpdu_delay_ms,
-        )
-
-
-@dataclass(frozen=True)
-class Personality:
-    """A peer's MPA choices from tools/personalities/NAME.json: a policy plus the private
-    data it sends."""
-
-    name: str
-    description: str
-    mpa: MpaPolicy
-    private_data: bytes = b""
-    source_path: str = ""
-    #: What it was read from: the kernel source file (and functions), and the version.
-    source_file: str = ""
-    source_version: str = ""
-
-    @classmethod
-    def _from_core(cls, core: Any) -> Personality:
-        return cls(core.name, core.description, MpaPolicy._from_core(core.mpa), core.private_data,
-                   core.source_path, core.source_file, core.source_version)
+# MpaPolicy, Personality, NegotiatedParams, ListenOptions, WorkCompletion and the counters are
+# the C++ value types themselves, bound once (bindings/value_class.h: keyword constructor, ==,
+# repr, replace()); their enums are rdma_interop.policy_enums' (whose values are the file's
+# names) and rdma_interop.completion_enums'.
 
 
 def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
@@ -506,69 +223,17 @@ def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Pe
     a '/' or ends in .json). ``dirs`` defaults to $RDMA_INTEROP_PERSONALITY_DIR, the
     installed share directory, then the source tree. Raises ValueError naming what is wrong
     (for a missing name: the known names and the directories searched)."""
-    return Personality._from_core(_core.find_personality(name_or_path, None if dirs is None else list(dirs)))
+    return _core.find_personality(name_or_path, None if dirs is None else list(dirs))
 
 
 def list_personalities(dirs: Sequence[str] | None = None) -> list[Personality]:
     """Every personality in ``dirs`` (default as for find_personality), sorted by name;
     files that fail to load are left out."""
     found, _problems = _core.list_personalities(None if dirs is None else list(dirs))
-    return [Personality._from_core(p) for p in found]
+    return list(found)
 
 
 # ---- what setup settled on (core/cm/negotiated_params.h) ------------------------------------
-
-
-@dataclass(frozen=True)
-class NegotiatedParams:
-    """What both sides settled on. ``ord``: RDMA Reads we may have outstanding; ``ird``:
-    Reads we accept. ``peer_ird``/``peer_ord``: what the peer's frame said."""
-
-    revision: int
-    crc: bool
-    markers_to_peer: bool
-    markers_from_peer: bool
-    enhanced: bool
-    peer_to_peer: bool
-    rtr: Rtr | None
-    ird: int
-    ord: int
-    peer_ird: int
-    peer_ord: int
-    peer_private_data: bytes
-
-    def to_json(self) -> dict[str, Any]:
-        """rdma-probe's "negotiated" object (private data left out)."""
-        return {
-            "revision": self.revision,
-            "crc": self.crc,
-            "markers_to_peer": self.markers_to_peer,
-            "markers_from_peer": self.markers_from_peer,
-            "enhanced": self.enhanced,
-            "peer_to_peer": self.peer_to_peer,
-            "rtr": None if self.rtr is None else self.rtr.value,
-            "ird": self.ird,
-            "ord": self.ord,
-            "peer_ird": self.peer_ird,
-            "peer_ord": self.peer_ord,
-        }
-
-    @classmethod
-    def _from_core(cls, core: Any) -> NegotiatedParams:
-        return cls(
-            revision=core.revision,
-            crc=core.crc,
-            markers_to_peer=core.markers_to_peer,
-            markers_from_peer=core.markers_from_peer,
-            enhanced=core.enhanced,
-            peer_to_peer=core.peer_to_peer,
-            rtr=None if core.rtr is None else _RTR_BACK[int(core.rtr)],
-            ird=core.ird,
-            ord=core.ord,
-            peer_ird=core.peer_ird,
-            peer_ord=core.peer_ord,
-            peer_private_data=core.peer_private_data,
-        )
 
 
 @dataclass(frozen=True)
@@ -586,7 +251,7 @@ class ConnectionInfo:
     @classmethod
     def _from_core(cls, core: Any) -> ConnectionInfo:
         return cls(
-            params=NegotiatedParams._from_core(core.params),
+            params=core.params,
             local_address=core.local_address,
             peer_address=core.peer_address,
             sent_frame=MpaFrame._from_core(core.sent_frame),
@@ -621,63 +286,6 @@ class WrOpcode(enum.Enum):
     RDMA_READ = "rdma_read"
 
 
-class WcOpcode(enum.Enum):
-    """What a completed work request was (ibv_wc_opcode)."""
-
-    SEND = "send"
-    RDMA_WRITE = "rdma_write"
-    RDMA_READ = "rdma_read"
-    RECV = "recv"
-
-
-class WcStatus(str, enum.Enum):
-    """How a work request ended (ibv_wc_status); the values are the C++ wc_status_name."""
-
-    SUCCESS = "success"
-    LOCAL_LENGTH_ERROR = "local_length_error"  # a received Send did not fit the buffer
-    LOCAL_PROTECTION_ERROR = "local_protection_error"  # lkey, bounds or rights check failed
-    REMOTE_ACCESS_ERROR = "remote_access_error"  # the peer sent a remote protection Terminate
-    REMOTE_OPERATION_ERROR = "remote_operation_error"  # the peer sent another Terminate
-    FATAL_ERROR = "fatal_error"  # the connection failed (Terminate sent or received, reset)
-    FLUSHED = "flushed"  # the queue pair went to error before this request ran
-    # Reported by the verbs provider (IB/RoCE transport errors, from ibv_wc_status):
-    RETRY_EXCEEDED = "retry_exceeded"  # no ACK after retry_count transport retries
-    RNR_RETRY_EXCEEDED = "rnr_retry_exceeded"  # the peer had no receive posted, rnr_retry times
-    REMOTE_INVALID_REQUEST = "remote_invalid_request"
-    LOCAL_QP_OPERATION_ERROR = "local_qp_operation_error"
-    BAD_RESPONSE = "bad_response"
-
-
-@dataclass(frozen=True)
-class WorkCompletion:
-    """One completion queue entry (ibv_wc). ``terminate`` is the Terminate behind an error
-    status; ``byte_len`` the received length (RECV) or the message length."""
-
-    wr_id: int
-    opcode: WcOpcode
-    status: WcStatus
-    byte_len: int = 0
-    solicited: bool = False
-    invalidated_stag: int | None = None
-    terminate: TerminateCause | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is WcStatus.SUCCESS
-
-    @classmethod
-    def _from_core(cls, core: Any) -> WorkCompletion:
-        return cls(
-            wr_id=core.wr_id,
-            opcode=WcOpcode(core.opcode.name.lower()),
-            status=WcStatus(_core.wc_status_name(core.status)),
-            byte_len=core.byte_len,
-            solicited=core.solicited,
-            invalidated_stag=core.invalidated_stag,
-            terminate=_cause(core.terminate),
-        )
-
-
 @dataclass(frozen=True)
 class InitialRecv:
     """A receive posted before the connection carries data (as a verbs user posts receives
@@ -685,18 +293,6 @@ class InitialRecv:
 
     buffer: WritableBuffer
     wr_id: int = 0
-
-
-@dataclass(frozen=True)
-class CompletionQueueCounters:
-    """A consistent snapshot of a completion queue's figures."""
-
-    entries: int  # the size; 0: unbounded
-    depth: int  # completions waiting to be polled
-    high_water: int  # most ever waiting at once
-    pushed: int  # completions queued
-    polled: int  # completions handed out
-    overruns: int  # completions lost because the queue was full
 
 
 class CompletionQueue:
@@ -719,7 +315,7 @@ class CompletionQueue:
     def poll(self, max: int = 16, timeout_ms: int = 0) -> list[WorkCompletion]:
         """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
         returns what is there, up to ``max``, oldest first. Empty on timeout or :meth:`wake`."""
-        return [WorkCompletion._from_core(wc) for wc in self._core.poll(max, timeout_ms)]
+        return list(self._core.poll(max, timeout_ms))
 
     def wake(self) -> None:
         """Makes every waiting :meth:`poll` (and ``poll_completions``) return at once."""
@@ -732,9 +328,8 @@ class CompletionQueue:
 
     @property
     def counters(self) -> CompletionQueueCounters:
-        c = self._core.counters
-        return CompletionQueueCounters(entries=c.entries, depth=c.depth, high_water=c.high_water,
-                                       pushed=c.pushed, polled=c.polled, overruns=c.overruns)
+        """A consistent snapshot of the queue's figures."""
+        return self._core.counters
 
     def __repr__(self) -> str:
         return f"CompletionQueue(entries={self.entries})"
@@ -884,7 +479,7 @@ class Connection:
         """Waits up to ``timeout_ms`` for at least one completion (GIL released), then
         returns what is there, up to ``max``. Empty on timeout. With a shared completion
         queue (``QpCaps.cq``) these include other connections' completions."""
-        return [WorkCompletion._from_core(wc) for wc in self._core.poll_completions(max, timeout_ms)]
+        return list(self._core.poll_completions(max, timeout_ms))
 
     @property
     def state(self) -> ConnectionState:
@@ -956,87 +551,6 @@ class PendingConnection:
         self._core.reject(bytes(private_data))
 
 
-class Overflow(enum.Enum):
-    """What a listener does with a Request that finds every backlog slot taken."""
-
-    DROP = "drop"  # leave it unanswered, first come first served, until a slot frees or it expires
-    REJECT = "reject"  # answer at once: Reject with BACKLOG_FULL_MARKER ("backlog_full")
-
-
-@dataclass(frozen=True)
-class ListenOptions:
-    """A listener's backlog policy (core/cm/listen_backlog.h). A Request holds one of
-    ``backlog`` slots from its arrival until the application accepts or rejects it, or
-    ``decision_timeout_ms`` passes (then it is rejected). ``half_open_limit`` bounds the TCP
-    connections whose Request is not complete yet (0: max(4 * backlog, 64)); they expire
-    after the policy's request timeout. With DROP a Request over the backlog waits up to
-    ``overflow_timeout_ms`` for a slot."""
-
-    backlog: int = 16
-    overflow: Overflow = Overflow.REJECT
-    half_open_limit: int = 0
-    decision_timeout_ms: int = 30000
-    overflow_timeout_ms: int = 5000
-
-    def _to_core(self) -> Any:
-        core = _core.ListenOptions()
-        core.backlog = self.backlog
-        core.overflow = getattr(_core.BacklogOverflow, self.overflow.name)
-        core.half_open_limit = self.half_open_limit
-        core.decision_timeout_ms = self.decision_timeout_ms
-        core.overflow_timeout_ms = self.overflow_timeout_ms
-        return core
-
-
-@dataclass(frozen=True)
-class BacklogCounters:
-    """What a listener's backlog has seen (core/cm/backlog_counters.h), exact:
-    ``requests == pending + overflow_waiting + accepted + rejected_by_app + pending_expired
-    + pending_aborted + overflow_rejected + overflow_dropped`` and ``half_open_opened ==
-    half_open + half_open_completed + half_open_expired + half_open_aborted +
-    half_open_evicted``; ``pending <= high_water <= backlog`` (broken_invariant() says which
-    fails)."""
-
-    backlog: int
-    pending: int
-    high_water: int
-    requests: int
-    accepted: int
-    rejected_by_app: int
-    pending_expired: int
-    pending_aborted: int
-    overflow_rejected: int
-    overflow_waiting: int
-    overflow_dropped: int
-    half_open: int
-    half_open_limit: int
-    half_open_opened: int
-    half_open_completed: int
-    half_open_expired: int
-    half_open_aborted: int
-    half_open_evicted: int
-
-    @property
-    def tcp_accepted(self) -> int:
-        """TCP connections the listener accepted (every one starts half-open)."""
-        return self.half_open_opened
-
-    def broken_invariant(self) -> str:
-        """Empty when every invariant holds, else which is broken (the C++ check,
-        BacklogCounters::broken_invariant: the one copy of the invariants)."""
-        core = _core.BacklogCounters()
-        for f in self.__dataclass_fields__:
-            setattr(core, f, getattr(self, f))
-        return str(core.broken_invariant())
-
-    def invariants_hold(self) -> bool:
-        return not self.broken_invariant()
-
-    @classmethod
-    def _from_core(cls, core: Any) -> BacklogCounters:
-        return cls(**{f: int(getattr(core, f)) for f in cls.__dataclass_fields__})
-
-
 #: The old name: a listener's counters are its backlog's.
 ListenerCounters = BacklogCounters
 
@@ -1078,7 +592,7 @@ class Listener:
     @property
     def counters(self) -> BacklogCounters:
         """A consistent snapshot of the backlog's counters."""
-        return BacklogCounters._from_core(self._core.counters)
+        return self._core.counters
 
     def take_backlog_events(self) -> list[BacklogEvent]:
         """backlog_added / backlog_removed since the last call, oldest first (at most 4096
@@ -1119,8 +633,8 @@ class Provider:
         backlog policy (its own ``backlog`` wins over the argument). Raises ValueError for a
         malformed URI, ConnectError (kind "address_in_use"...) when listening fails."""
         if options is None:
-            return Listener(self._core.listen(uri, policy._to_core(), backlog))
-        return Listener(self._core.listen(uri, policy._to_core(), options._to_core()))
+            return Listener(self._core.listen(uri, policy, backlog))
+        return Listener(self._core.listen(uri, policy, options))
 
     def connect(
         self,
@@ -1143,7 +657,7 @@ class Provider:
         sleep in [0, min(retry_backoff_max_ms, retry_backoff_ms * 2**(n-1))] (full jitter;
         ``retry_seed`` makes it reproducible). ConnectError.attempts says how many ran."""
         options = _core.ConnectOptions()
-        options.policy = policy._to_core()
+        options.policy = policy
         options.private_data = bytes(private_data)
         core_caps, recvs = (caps or QpCaps())._to_core()
         options.caps = core_caps

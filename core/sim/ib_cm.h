@@ -1,7 +1,7 @@
-// sim_cm.h - the InfiniBand Communication Manager (IBTA ch. 12, as Linux's ib_cm does it) over
+// ib_cm.h - the InfiniBand Communication Manager (IBTA ch. 12, as Linux's ib_cm does it) over
 // the simulated fabric, in virtual time.
 //
-// One SimCm holds the CM agent of every node. CM messages (REQ, MRA, REP, RTU, REJ, DREQ,
+// One IbCm holds the CM agent of every node. CM messages (REQ, MRA, REP, RTU, REJ, DREQ,
 // DREP) travel between nodes with the fabric's hop latency and are lost when no path between
 // the nodes is up or either node is down, at sending or at arrival (MADs are unreliable
 // datagrams: the CM's own timers and retries are what makes it work).
@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "core/cm/listen_backlog.h"
-#include "core/transport/sim/sim_fabric.h"
+#include "core/sim/fabric.h"
 #include "core/util/expected.h"
 
 namespace rdma_interop::sim {
@@ -150,11 +150,11 @@ enum class CmState : std::uint8_t {
   kDreqSent,
 };
 
-class SimCm {
+class IbCm {
  public:
-  explicit SimCm(Fabric& fabric, const CmConfig& config = {});
-  SimCm(const SimCm&) = delete;
-  SimCm& operator=(const SimCm&) = delete;
+  explicit IbCm(Fabric& fabric, const CmConfig& config = {});
+  IbCm(const IbCm&) = delete;
+  IbCm& operator=(const IbCm&) = delete;
 
   void on_event(std::function<void(const CmEvent&)> handler) { handler_ = std::move(handler); }
   // Tests' fault injection: a message for which `lose` returns true is lost (counted as lost).

@@ -1,4 +1,4 @@
-// sim_random.h - the simulator's only source of chance: one seeded generator per run.
+// random.h - the simulator's only source of chance: one seeded generator per run.
 //
 // std::mt19937_64's output is fixed by the C++ standard for a given seed, so a seed replays
 // on any compiler; the standard distributions are not, hence the small reductions here.
@@ -9,9 +9,9 @@
 
 namespace rdma_interop::sim {
 
-class SimRandom {
+class Random {
  public:
-  explicit SimRandom(std::uint64_t seed) : gen_(seed) {}
+  explicit Random(std::uint64_t seed) : gen_(seed) {}
   std::uint64_t next() { return gen_(); }
   // Uniform in [0, n) (n > 0), without modulo bias.
   std::uint64_t below(std::uint64_t n) {

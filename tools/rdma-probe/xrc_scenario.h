@@ -1,9 +1,10 @@
-// xrc_scenario.h - one seeded random life of an XRC receive node, checked as it runs.
+// xrc_scenario.h - one seeded random life of an XRC receive node, checked as it runs: what
+// `rdma-probe xrc --simulate SEED` reports, and what xrc_sim_random_test runs seed by seed.
 //
-// From a seed: a receive node running SimXrcNode, two to four sender nodes joined to it by
-// two paths each, and a few seconds (virtual) of processes opening and closing domains and
-// target QPs and crashing, senders sending, dying and disconnecting, paths failing (APM
-// migrations), partitions healing, a sender node crashing. Then every sender and process
+// From a seed, on the simulator (core/sim): a receive node running sim::XrcNode, two to four
+// sender nodes joined to it by two paths each, and a few seconds (virtual) of processes opening
+// and closing domains and target QPs and crashing, senders sending, dying and disconnecting,
+// paths failing (APM migrations), partitions healing, a sender node crashing. Then every sender and process
 // goes and the node must end empty. A checker that keeps its own account (not the engine's)
 // holds the engine to xrc_lifetime.h's guarantees at every reap and at the end:
 //   safety    no TQP is reaped while a process holds it, while its connection migrates or
@@ -25,7 +26,7 @@
 
 #include "core/xrc/xrc_lifetime.h"
 
-namespace rdma_interop::sim {
+namespace rdma_interop::probe {
 
 struct XrcScenarioOptions {
   std::uint64_t seed = 1;
@@ -54,4 +55,4 @@ XrcScenarioResult run_xrc_scenario(const XrcScenarioOptions& options);
 // seed reports as XrcScenarioResult::probe), without running it.
 xrc::ProbeConfig xrc_scenario_probe(std::uint64_t seed);
 
-}  // namespace rdma_interop::sim
+}  // namespace rdma_interop::probe

@@ -1,4 +1,4 @@
-#include "core/transport/sim/sim_fabric.h"
+#include "core/sim/fabric.h"
 
 #include <algorithm>
 

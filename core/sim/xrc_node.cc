@@ -1,4 +1,4 @@
-#include "core/transport/sim/sim_xrc_node.h"
+#include "core/sim/xrc_node.h"
 
 namespace rdma_interop::sim {
 namespace {
@@ -13,13 +13,13 @@ constexpr Nanos kRecycleDelay = std::chrono::microseconds(30);
 
 }  // namespace
 
-SimXrcNode::SimXrcNode(Fabric& fabric, NodeId node, const xrc::ProbeConfig& probe)
+XrcNode::XrcNode(Fabric& fabric, NodeId node, const xrc::ProbeConfig& probe)
     : fabric_(fabric),
       node_(node),
       daemon_(fabric.spawn(node)),
       engine_(xrc::XrcLifetime::create(probe).value()) {}
 
-std::optional<xrc::DomainId> SimXrcNode::open_domain(Pid process, std::string_view name) {
+std::optional<xrc::DomainId> XrcNode::open_domain(Pid process, std::string_view name) {
   if (!fabric_.alive(process) || fabric_.node_of(process) != node_) return std::nullopt;
   auto d = engine_.open_domain(name, process, true, fabric_.now());
   if (!d) return std::nullopt;
@@ -34,13 +34,13 @@ std::optional<xrc::DomainId> SimXrcNode::open_domain(Pid process, std::string_vi
   return *d;
 }
 
-bool SimXrcNode::close_domain(Pid process, xrc::DomainId domain) {
+bool XrcNode::close_domain(Pid process, xrc::DomainId domain) {
   const bool ok = !engine_.close_domain(domain, process, fabric_.now());
   pump();
   return ok;
 }
 
-std::optional<Qpn> SimXrcNode::create_target_qp(Pid process, xrc::DomainId domain, Pid sender,
+std::optional<Qpn> XrcNode::create_target_qp(Pid process, xrc::DomainId domain, Pid sender,
                                                 Qpn sender_ini) {
   auto x = xrcds_.find(domain);
   if (x == xrcds_.end() || !fabric_.alive(process)) return std::nullopt;
@@ -66,43 +66,43 @@ std::optional<Qpn> SimXrcNode::create_target_qp(Pid process, xrc::DomainId domai
   return tqp;
 }
 
-bool SimXrcNode::open_target_qp(Pid process, Qpn tqp) {
+bool XrcNode::open_target_qp(Pid process, Qpn tqp) {
   const bool ok = !engine_.open_target_qp(tqp, process, fabric_.now());
   pump();
   return ok;
 }
 
-bool SimXrcNode::close_target_qp(Pid process, Qpn tqp) {
+bool XrcNode::close_target_qp(Pid process, Qpn tqp) {
   const bool ok = !engine_.close_target_qp(tqp, process, fabric_.now());
   pump();
   return ok;
 }
 
-void SimXrcNode::sender_disconnected(Qpn tqp) {
+void XrcNode::sender_disconnected(Qpn tqp) {
   engine_.on_sender_disconnected(tqp, fabric_.now());
   pump();
 }
 
-std::optional<SrqNum> SimXrcNode::srq_of(xrc::DomainId domain) const {
+std::optional<SrqNum> XrcNode::srq_of(xrc::DomainId domain) const {
   auto it = srqs_.find(domain);
   if (it == srqs_.end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<Qpn> SimXrcNode::probe_qp_of(Qpn tqp) const {
+std::optional<Qpn> XrcNode::probe_qp_of(Qpn tqp) const {
   auto it = probes_.find(tqp);
   if (it == probes_.end()) return std::nullopt;
   return it->second.local;
 }
 
-std::optional<Qpn> SimXrcNode::tqp_of_probe(Qpn probe_qp) const {
+std::optional<Qpn> XrcNode::tqp_of_probe(Qpn probe_qp) const {
   for (const auto& [tqp, p] : probes_) {
     if (p.local == probe_qp) return tqp;
   }
   return std::nullopt;
 }
 
-void SimXrcNode::handle(const AsyncEvent& e) {
+void XrcNode::handle(const AsyncEvent& e) {
   if (e.node != node_) return;
   const TimePoint now = fabric_.now();
   switch (e.type) {
@@ -124,7 +124,7 @@ void SimXrcNode::handle(const AsyncEvent& e) {
   pump();
 }
 
-void SimXrcNode::migration_event(Qpn tqp, Qpn qpn, bool started) {
+void XrcNode::migration_event(Qpn tqp, Qpn qpn, bool started) {
   ProbePair& p = probes_.at(tqp);
   const TimePoint now = fabric_.now();
   // The TQP's connection migrates while any of its QPs (target, probe) does.
@@ -136,7 +136,7 @@ void SimXrcNode::migration_event(Qpn tqp, Qpn qpn, bool started) {
   }
 }
 
-void SimXrcNode::handle(const SimCompletion& c) {
+void XrcNode::handle(const SimCompletion& c) {
   const TimePoint now = fabric_.now();
   if (c.owner != daemon_) return;
   if (c.srq) {
@@ -157,7 +157,7 @@ void SimXrcNode::handle(const SimCompletion& c) {
   pump();
 }
 
-void SimXrcNode::issue_probe(Qpn tqp) {
+void XrcNode::issue_probe(Qpn tqp) {
   ProbePair& p = probes_.at(tqp);
   const bool zero = engine_.probe_config().kind == xrc::ProbeKind::kZeroLengthRead;
   p.wr_id = next_wr_id_++;
@@ -168,7 +168,7 @@ void SimXrcNode::issue_probe(Qpn tqp) {
   }
 }
 
-void SimXrcNode::recycle(Qpn tqp, bool retry) {
+void XrcNode::recycle(Qpn tqp, bool retry) {
   auto it = probes_.find(tqp);
   if (it == probes_.end() || it->second.recycling) return;
   it->second.recycling = true;
@@ -188,7 +188,7 @@ void SimXrcNode::recycle(Qpn tqp, bool retry) {
   });
 }
 
-void SimXrcNode::pump() {
+void XrcNode::pump() {
   for (int round = 0; round < 8; ++round) {
     auto actions = engine_.take_actions();
     if (actions.empty()) break;

@@ -1,4 +1,4 @@
-// sim_xrc_node.h - the XRC lifetime engine at work on one node of the simulated fabric.
+// xrc_node.h - the XRC lifetime engine at work on one node of the simulated fabric.
 //
 // What a node daemon does over rdma-core, done over sim::Fabric: it owns the node's XRC
 // domains and target QPs on behalf of its processes, turns the engine's actions into fabric
@@ -18,17 +18,17 @@
 #include <optional>
 #include <set>
 
-#include "core/transport/sim/sim_fabric.h"
+#include "core/sim/fabric.h"
 #include "core/xrc/xrc_lifetime.h"
 
 namespace rdma_interop::sim {
 
-class SimXrcNode {
+class XrcNode {
  public:
   // `probe` must be valid (xrc::probe_config_error): the caller checked it.
-  SimXrcNode(Fabric& fabric, NodeId node, const xrc::ProbeConfig& probe);
-  SimXrcNode(const SimXrcNode&) = delete;
-  SimXrcNode& operator=(const SimXrcNode&) = delete;
+  XrcNode(Fabric& fabric, NodeId node, const xrc::ProbeConfig& probe);
+  XrcNode(const XrcNode&) = delete;
+  XrcNode& operator=(const XrcNode&) = delete;
 
   NodeId node() const { return node_; }
   Pid daemon() const { return daemon_; }

@@ -1,4 +1,4 @@
-// sim_fabric.h - a deterministic simulated InfiniBand fabric: what TCP and the namespace lab
+// fabric.h - a deterministic simulated InfiniBand fabric: what TCP and the namespace lab
 // cannot show.
 //
 // Nodes joined by up to two paths each (a primary and an alternate, for APM), processes on
@@ -17,7 +17,7 @@
 //     (kPathMigrated), or fails to (kPathMigError); requests wait, they do not fail;
 //   - node crash, process exit (its QPs, SRQs and regions go; XRC target QPs and domains do
 //     not, they belong to the domain), link partitions and healing.
-// Nothing is random here: chance belongs to the scenario that drives the fabric (sim_random.h),
+// Nothing is random here: chance belongs to the scenario that drives the fabric (random.h),
 // so a scenario's seed replays the same run. Every step goes into a trace hash (and, when
 // tracing, a text trace) so two runs of a seed can be compared.
 //
@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "core/rdmap/work_request.h"
-#include "core/transport/sim/event_queue.h"
+#include "core/sim/event_queue.h"
 
 namespace rdma_interop::sim {
 
@@ -102,7 +102,7 @@ class Fabric {
 
   EventQueue& clock() { return clock_; }
   TimePoint now() const { return clock_.now(); }
-  // What the fabric was built with (sim_cm.h sends its CM messages with hop_latency).
+  // What the fabric was built with (ib_cm.h sends its CM messages with hop_latency).
   const FabricConfig& config() const { return config_; }
   // RNR NAKs responders have sent so far (each counted when sent, whether or not it arrives).
   std::uint64_t rnr_naks() const { return rnr_naks_; }

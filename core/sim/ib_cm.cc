@@ -1,4 +1,4 @@
-#include "core/transport/sim/sim_cm.h"
+#include "core/sim/ib_cm.h"
 
 #include <algorithm>
 
@@ -61,11 +61,11 @@ std::string_view outcome_name(CmOutcome o) {
   return "unknown";
 }
 
-SimCm::SimCm(Fabric& fabric, const CmConfig& config) : fabric_(fabric), config_(config) {}
+IbCm::IbCm(Fabric& fabric, const CmConfig& config) : fabric_(fabric), config_(config) {}
 
 // ---- listeners --------------------------------------------------------------------------
 
-Expected<ListenerId, std::string> SimCm::listen(NodeId node, const ListenConfig& config) {
+Expected<ListenerId, std::string> IbCm::listen(NodeId node, const ListenConfig& config) {
   if (!fabric_.node_up(node)) return unexpected("node " + std::to_string(node) + " is down");
   for (const auto& [lid, l] : listeners_) {
     if (l.node == node && l.service == config.service) {
@@ -78,7 +78,7 @@ Expected<ListenerId, std::string> SimCm::listen(NodeId node, const ListenConfig&
   return lid;
 }
 
-std::optional<CmId> SimCm::take_request(ListenerId listener) {
+std::optional<CmId> IbCm::take_request(ListenerId listener) {
   auto it = listeners_.find(listener);
   if (it == listeners_.end() || it->second.queue.empty()) return std::nullopt;
   const CmId id = it->second.queue.front();
@@ -86,17 +86,17 @@ std::optional<CmId> SimCm::take_request(ListenerId listener) {
   return id;
 }
 
-std::size_t SimCm::queued_requests(ListenerId listener) const {
+std::size_t IbCm::queued_requests(ListenerId listener) const {
   auto it = listeners_.find(listener);
   return it == listeners_.end() ? 0 : it->second.queue.size();
 }
 
-cm::BacklogCounters SimCm::backlog_counters(ListenerId listener) const {
+cm::BacklogCounters IbCm::backlog_counters(ListenerId listener) const {
   auto it = listeners_.find(listener);
   return it == listeners_.end() ? cm::BacklogCounters{} : it->second.backlog.counters();
 }
 
-void SimCm::apply(ListenerId lid, const std::vector<cm::BacklogAction>& actions) {
+void IbCm::apply(ListenerId lid, const std::vector<cm::BacklogAction>& actions) {
   Listener& l = listeners_.at(lid);
   for (const cm::BacklogAction& a : actions) {
     auto it = conns_.find(a.id);
@@ -129,7 +129,7 @@ void SimCm::apply(ListenerId lid, const std::vector<cm::BacklogAction>& actions)
   }
 }
 
-void SimCm::rearm(ListenerId lid) {
+void IbCm::rearm(ListenerId lid) {
   Listener& l = listeners_.at(lid);
   if (l.timer) fabric_.clock().cancel(*l.timer);
   l.timer.reset();
@@ -144,7 +144,7 @@ void SimCm::rearm(ListenerId lid) {
 
 // ---- the application's calls ------------------------------------------------------------
 
-Expected<CmId, std::string> SimCm::connect(Pid owner, NodeId node, ServiceId service,
+Expected<CmId, std::string> IbCm::connect(Pid owner, NodeId node, ServiceId service,
                                            const RcAttrs& attrs) {
   if (!fabric_.alive(owner)) return unexpected("pid " + std::to_string(owner) + " is not alive");
   const CmId id = next_id_++;
@@ -158,7 +158,7 @@ Expected<CmId, std::string> SimCm::connect(Pid owner, NodeId node, ServiceId ser
   return id;
 }
 
-std::optional<std::string> SimCm::accept(CmId id, Pid owner, const RcAttrs& attrs) {
+std::optional<std::string> IbCm::accept(CmId id, Pid owner, const RcAttrs& attrs) {
   auto it = conns_.find(id);
   if (it == conns_.end() || it->second.state != CmState::kPending) {
     return "cm id " + std::to_string(id) + " is not a pending request";
@@ -185,7 +185,7 @@ std::optional<std::string> SimCm::accept(CmId id, Pid owner, const RcAttrs& attr
   return std::nullopt;
 }
 
-std::optional<std::string> SimCm::reject(CmId id) {
+std::optional<std::string> IbCm::reject(CmId id) {
   auto it = conns_.find(id);
   if (it == conns_.end() || it->second.state != CmState::kPending) {
     return "cm id " + std::to_string(id) + " is not a pending request";
@@ -202,7 +202,7 @@ std::optional<std::string> SimCm::reject(CmId id) {
   return std::nullopt;
 }
 
-std::optional<std::string> SimCm::disconnect(CmId id) {
+std::optional<std::string> IbCm::disconnect(CmId id) {
   auto it = conns_.find(id);
   if (it == conns_.end() || it->second.state != CmState::kEstablished) {
     return "cm id " + std::to_string(id) + " is not established";
@@ -214,26 +214,26 @@ std::optional<std::string> SimCm::disconnect(CmId id) {
   return std::nullopt;
 }
 
-std::optional<CmState> SimCm::state(CmId id) const {
+std::optional<CmState> IbCm::state(CmId id) const {
   auto it = conns_.find(id);
   if (it == conns_.end()) return std::nullopt;
   return it->second.state;
 }
 
-std::optional<Qpn> SimCm::qpn(CmId id) const {
+std::optional<Qpn> IbCm::qpn(CmId id) const {
   auto it = conns_.find(id);
   if (it == conns_.end() || it->second.qpn == 0) return std::nullopt;
   return it->second.qpn;
 }
 
-std::uint64_t SimCm::count(NodeId node, CmOutcome o) const {
+std::uint64_t IbCm::count(NodeId node, CmOutcome o) const {
   auto it = counts_.find({node, o});
   return it == counts_.end() ? 0 : it->second;
 }
 
 // ---- messages ---------------------------------------------------------------------------
 
-CmMessage SimCm::message(const Conn& c, CmId id, CmMsgType type) const {
+CmMessage IbCm::message(const Conn& c, CmId id, CmMsgType type) const {
   CmMessage m;
   m.type = type;
   m.from_node = c.node;
@@ -246,7 +246,7 @@ CmMessage SimCm::message(const Conn& c, CmId id, CmMsgType type) const {
   return m;
 }
 
-void SimCm::send(const CmMessage& m) {
+void IbCm::send(const CmMessage& m) {
   ++sent_[index(m.type)];
   fabric_.note("cm " + std::string(msg_name(m.type)) + " " + std::to_string(m.from_node) + "->" +
                std::to_string(m.to_node) + " comm " + std::to_string(m.from) + "->" +
@@ -264,7 +264,7 @@ void SimCm::send(const CmMessage& m) {
   });
 }
 
-void SimCm::receive(const CmMessage& m) {
+void IbCm::receive(const CmMessage& m) {
   if (auto it = conns_.find(m.to); m.to != 0 && it != conns_.end() &&
                                    it->second.node == m.to_node &&
                                    it->second.peer_node == m.from_node) {
@@ -294,7 +294,7 @@ void SimCm::receive(const CmMessage& m) {
   // Anything else for an end that is gone (a late REP, MRA or RTU) is dropped.
 }
 
-void SimCm::receive_req(const CmMessage& m) {
+void IbCm::receive_req(const CmMessage& m) {
   auto l = std::find_if(listeners_.begin(), listeners_.end(), [&](const auto& kv) {
     return kv.second.node == m.to_node && kv.second.service == m.service;
   });
@@ -328,7 +328,7 @@ void SimCm::receive_req(const CmMessage& m) {
   rearm(lid);
 }
 
-void SimCm::on_active(CmId id, Conn& c, const CmMessage& m) {
+void IbCm::on_active(CmId id, Conn& c, const CmMessage& m) {
   switch (m.type) {
     case CmMsgType::kMra:
       if (c.state != CmState::kReqSent) return;
@@ -377,7 +377,7 @@ void SimCm::on_active(CmId id, Conn& c, const CmMessage& m) {
   }
 }
 
-void SimCm::on_passive(CmId id, Conn& c, const CmMessage& m) {
+void IbCm::on_passive(CmId id, Conn& c, const CmMessage& m) {
   switch (m.type) {
     case CmMsgType::kReq:
       // A retry of a request we hold: not a new request for the backlog.
@@ -415,7 +415,7 @@ void SimCm::on_passive(CmId id, Conn& c, const CmMessage& m) {
   }
 }
 
-void SimCm::on_disconnect(CmId id, Conn& c, const CmMessage& m) {
+void IbCm::on_disconnect(CmId id, Conn& c, const CmMessage& m) {
   if (m.type == CmMsgType::kDreq &&
       (c.state == CmState::kEstablished || c.state == CmState::kDreqSent)) {
     send(message(c, id, CmMsgType::kDrep));
@@ -427,18 +427,18 @@ void SimCm::on_disconnect(CmId id, Conn& c, const CmMessage& m) {
 
 // ---- timers and endings -----------------------------------------------------------------
 
-void SimCm::cancel(Conn& c) {
+void IbCm::cancel(Conn& c) {
   if (c.timer) fabric_.clock().cancel(*c.timer);
   c.timer.reset();
 }
 
-void SimCm::arm(CmId id, Nanos delay) {
+void IbCm::arm(CmId id, Nanos delay) {
   Conn& c = conns_.at(id);
   cancel(c);
   c.timer = fabric_.clock().after(delay, [this, id] { expire(id); });
 }
 
-void SimCm::expire(CmId id) {
+void IbCm::expire(CmId id) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = it->second;
@@ -474,7 +474,7 @@ void SimCm::expire(CmId id) {
   finish(id, gave_up);
 }
 
-void SimCm::arm_mra(CmId id, Nanos delay) {
+void IbCm::arm_mra(CmId id, Nanos delay) {
   conns_.at(id).mra_timer = fabric_.clock().after(delay, [this, id] {
     auto it = conns_.find(id);
     if (it == conns_.end()) return;
@@ -485,7 +485,7 @@ void SimCm::arm_mra(CmId id, Nanos delay) {
   });
 }
 
-void SimCm::finish(CmId id, CmOutcome o) {
+void IbCm::finish(CmId id, CmOutcome o) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   Conn& c = it->second;
@@ -500,7 +500,7 @@ void SimCm::finish(CmId id, CmOutcome o) {
   conns_.erase(it);
 }
 
-void SimCm::report(NodeId node, CmId id, CmSide side, CmOutcome o) {
+void IbCm::report(NodeId node, CmId id, CmSide side, CmOutcome o) {
   ++counts_[{node, o}];
   fabric_.note("cm " + std::string(outcome_name(o)) + " node " + std::to_string(node) + " comm " +
                std::to_string(id));

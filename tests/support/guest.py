@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 import shutil
 import socket
@@ -29,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.support.paths import REPO_ROOT, results_dir
 
 AGENT_PORT = 7000
 #: A lab node's SSH server (dropbear), forwarded like the others.
@@ -54,7 +55,6 @@ CRASH_PATTERN = re.compile(
     r"kernel BUG at |Unable to handle kernel|watchdog: BUG: soft lockup)")
 _TRACE_END = re.compile(r"(---\[ end trace|end Kernel panic)")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILDER = REPO_ROOT / "tools" / "kernel-guest" / "build-guest.sh"
 
 
@@ -438,13 +438,6 @@ def json_lines(text: str) -> list[dict[str, Any]]:
     return out
 
 
-def build_dir() -> Path:
-    """The build tree the tests use: $RDMA_INTEROP_BUILD (absolute, or relative to the
-    repository), else build/ in the repository."""
-    build = Path(os.environ.get("RDMA_INTEROP_BUILD", REPO_ROOT / "build"))
-    return (build if build.is_absolute() else REPO_ROOT / build).resolve()
-
-
 def guest_path(path: Path) -> str:
     """`path`, inside the repository, as the guest sees it through the /host share."""
     try:
@@ -454,5 +447,4 @@ def guest_path(path: Path) -> str:
 
 
 def default_log_dir() -> Path:
-    base = Path(os.environ.get("RDMA_INTEROP_RESULTS", REPO_ROOT / "interop-results"))
-    return base / "kernel-guest"
+    return results_dir("kernel-guest")

@@ -1,4 +1,4 @@
-#include "core/transport/sim/event_queue.h"
+#include "core/sim/event_queue.h"
 
 namespace rdma_interop::sim {
 

@@ -1,14 +1,18 @@
-#include "core/transport/sim/xrc_scenario.h"
+#include "tools/rdma-probe/xrc_scenario.h"
 
 #include <algorithm>
 #include <map>
 #include <set>
 
-#include "core/transport/sim/sim_fabric.h"
-#include "core/transport/sim/sim_random.h"
-#include "core/transport/sim/sim_xrc_node.h"
+#include "core/sim/fabric.h"
+#include "core/sim/random.h"
+#include "core/sim/xrc_node.h"
 
-namespace rdma_interop::sim {
+namespace rdma_interop::probe {
+
+// The scenario is written in the simulator's vocabulary (Fabric, NodeId, Qpn, TimePoint...).
+using namespace sim;
+
 namespace {
 
 using std::chrono::milliseconds;
@@ -25,7 +29,7 @@ std::string at(TimePoint t) {
 }
 
 // The seed's probe settings: the first thing a run draws from its generator.
-xrc::ProbeConfig draw_probe(SimRandom& rng) {
+xrc::ProbeConfig draw_probe(Random& rng) {
   xrc::ProbeConfig p;
   p.kind = rng.chance(50) ? xrc::ProbeKind::kZeroLengthRead : xrc::ProbeKind::kInvalidRkeyRead;
   p.interval = milliseconds(rng.between(50, 300));
@@ -482,12 +486,12 @@ class Scenario {
   }
 
   XrcScenarioOptions options_;
-  SimRandom rng_;
+  Random rng_;
   xrc::ProbeConfig probe_;
   Fabric fabric_;
   NodeId receiver_ = 0;
   std::vector<NodeId> sender_nodes_;
-  std::optional<SimXrcNode> node_;
+  std::optional<XrcNode> node_;
   Nanos bound_{};
   std::map<Pid, RProcess> processes_;
   std::map<Qpn, TqpModel> tqps_;
@@ -506,8 +510,8 @@ XrcScenarioResult run_xrc_scenario(const XrcScenarioOptions& options) {
 }
 
 xrc::ProbeConfig xrc_scenario_probe(std::uint64_t seed) {
-  SimRandom rng(seed);
+  Random rng(seed);
   return draw_probe(rng);
 }
 
-}  // namespace rdma_interop::sim
+}  // namespace rdma_interop::probe

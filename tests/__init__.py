@@ -1,0 +1,1 @@
+"""The test tiers (one package each) and what they share (tests/support)."""
