@@ -19,7 +19,6 @@ Inside the guest: siw0 on eth0 (10.0.2.15), rxe0 on veth-a (10.9.0.1) and rxe1 o
 from __future__ import annotations
 
 import base64
-import json
 import re
 import shutil
 import socket
@@ -28,6 +27,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rdma_interop.tool_output import json_lines
 
 from tests.support.paths import REPO_ROOT, results_dir
 
@@ -422,20 +423,6 @@ def parse_crashes(console: str) -> list[KernelCrash]:
         else:
             i += 1
     return crashes
-
-
-def json_lines(text: str) -> list[dict[str, Any]]:
-    """The JSON objects among the lines of a tool's output (our CLIs print one per line;
-    anything else, a shell's noise or a cut-off line, is skipped)."""
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return out
 
 
 def guest_path(path: Path) -> str:

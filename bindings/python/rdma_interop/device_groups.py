@@ -15,11 +15,12 @@ EOPNOTSUPP for XRC on siw and rxe, or no UD QP on iWARP.
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from rdma_interop.tool_output import json_lines
 
 __all__ = ["GROUPS", "Group", "PairContext", "Outcome", "Verdict"]
 
@@ -222,18 +223,6 @@ def _pingpong_judge(ctx: PairContext, out: Outcome) -> Verdict:
 
 # -- our tools --------------------------------------------------------------------------------
 
-def _json_lines(text: str) -> list[dict[str, Any]]:
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return out
-
-
 #: Our tools' MPA personality. Over verbs:// the kernel's iWARP CM (or the IB CM) speaks
 #: MPA, not our engine; rdma-probe still wants one named, and siw's is the plain one.
 _PERSONALITY = ("--personality", "siw")
@@ -246,7 +235,7 @@ def _verbs_uri(address: str, port: int) -> str:
 def _exchange_judge(ctx: PairContext, out: Outcome) -> Verdict:
     if out.client_rc != 0 or out.server_rc not in (0, None):
         return _failed(out)
-    docs = _json_lines(out.client_output)
+    docs = json_lines(out.client_output)
     if not docs:
         return _failed(out, "rdma-probe connect printed no JSON")
     doc = docs[-1]
@@ -263,7 +252,7 @@ def _verbs_check_judge(ctx: PairContext, out: Outcome) -> Verdict:
     """verbs-check's own verdicts: "fail" is the device answering otherwise than the RC
     semantics require (a FINDING, with what it answered), "error" a check that could not
     run (a FAIL: ours or the pair's)."""
-    checks = [c for c in _json_lines(out.client_output) if "check" in c]
+    checks = [c for c in json_lines(out.client_output) if "check" in c]
     if not checks:
         return _failed(out, "verbs-check printed no result")
     if out.client_rc not in (0, 1) or len(checks) < VERBS_CHECKS:
@@ -274,7 +263,7 @@ def _verbs_check_judge(ctx: PairContext, out: Outcome) -> Verdict:
             f"; serve exit {out.server_rc}: {_tail(out.server_output)}")
         return Verdict("fail", "; ".join(f"{c.get('check')}: {c.get('detail', '')}"
                                          for c in errors) + server)
-    served = [c for c in _json_lines(out.server_output) if "check" in c]
+    served = [c for c in json_lines(out.server_output) if "check" in c]
     if out.server_rc not in (0, None) or any(not c.get("ok") for c in served):
         return _failed(out, "the serve side did not end every check as asked")
     deviations = [c for c in checks if c.get("result") == "fail"]
@@ -286,7 +275,7 @@ def _verbs_check_judge(ctx: PairContext, out: Outcome) -> Verdict:
 
 
 def _probe_judge(ctx: PairContext, out: Outcome) -> Verdict:
-    docs = [d for d in _json_lines(out.client_output) if "uri" in d]
+    docs = [d for d in json_lines(out.client_output) if "uri" in d]
     if out.client_rc != 0 or not docs:
         return _failed(out)
     return Verdict("pass")
@@ -295,9 +284,9 @@ def _probe_judge(ctx: PairContext, out: Outcome) -> Verdict:
 def _storm_judge(ctx: PairContext, out: Outcome) -> Verdict:
     """The storm's tallies against the listener's counters, one for one: rdma_cm shows the
     listener every connect request, so its "requests" are the storm's tries."""
-    reports = [d for d in _json_lines(out.client_output)
+    reports = [d for d in json_lines(out.client_output)
                if d.get("schema") == "rdma-interop/storm/1"]
-    counters = next((d for d in reversed(_json_lines(out.server_output))
+    counters = next((d for d in reversed(json_lines(out.server_output))
                      if d.get("event") == "counters"), None)
     if out.client_rc != 0 or not reports or counters is None:
         return _failed(out, "no storm report" if not reports else
@@ -322,8 +311,8 @@ def _storm_judge(ctx: PairContext, out: Outcome) -> Verdict:
 def _mesh_judge(ctx: PairContext, out: Outcome) -> Verdict:
     """Both nodes' summaries: ok, and each received what the other sent (stream mode;
     nothing is lost on a reliable connection once the drain is over)."""
-    mine = next((d for d in _json_lines(out.client_output) if d.get("event") == "summary"), None)
-    theirs = next((d for d in _json_lines(out.server_output) if d.get("event") == "summary"),
+    mine = next((d for d in json_lines(out.client_output) if d.get("event") == "summary"), None)
+    theirs = next((d for d in json_lines(out.server_output) if d.get("event") == "summary"),
                   None)
     if out.client_rc != 0 or out.server_rc not in (0, None) or not mine or not theirs:
         return _failed(out, "a mesh node printed no summary" if not (mine and theirs) else "")
