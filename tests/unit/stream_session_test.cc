@@ -1,0 +1,363 @@
+// Two stream sessions wired back to back: the messages one makes are delivered to the other
+// in order, and an RDMA Write that goes with a message is carried out (a copy into the
+// region the peer registered, checked against its bounds) just before the message.
+#include "core/stream/stream_session.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace rdma_interop::stream {
+namespace {
+
+class FakeRegions : public RegionSource {
+ public:
+  std::optional<Region> acquire(std::size_t size) override {
+    if (!enabled) return std::nullopt;
+    auto mem = std::make_unique<std::uint8_t[]>(size);
+    Region r{{mem.get(), size}, next_stag_++, 0x10000ULL * next_stag_};
+    owned_[r.stag] = Owned{std::move(mem), r};
+    return r;
+  }
+  void release(const Region& r) override { owned_.erase(r.stag); }
+  const Region* find(std::uint32_t stag) const {
+    auto it = owned_.find(stag);
+    return it == owned_.end() ? nullptr : &it->second.region;
+  }
+  std::size_t live() const { return owned_.size(); }
+  bool enabled = true;
+
+ private:
+  struct Owned {
+    std::unique_ptr<std::uint8_t[]> memory;
+    Region region;
+  };
+  std::uint32_t next_stag_ = 1;
+  std::map<std::uint32_t, Owned> owned_;
+};
+
+struct Pair {
+  SessionConfig config;
+  FakeRegions regions_a;
+  FakeRegions regions_b;
+  StreamSession a{config, Side::kConnector, regions_a};
+  StreamSession b{config, Side::kAcceptor, regions_b};
+  std::vector<std::string> failures_a, failures_b;
+  std::vector<std::uint16_t> incoming_b;
+  std::uint64_t messages = 0;
+
+  // Delivers every message both ways until neither has any left.
+  void run() {
+    for (int rounds = 0; rounds < 100000; ++rounds) {
+      const bool more = deliver(a, b, regions_b, failures_a) | deliver(b, a, regions_a, failures_b);
+      ASSERT_EQ(a.broken_invariant(), "");
+      ASSERT_EQ(b.broken_invariant(), "");
+      if (!more) return;
+    }
+    FAIL() << "the sessions never went quiet";
+  }
+
+  bool deliver(StreamSession& from, StreamSession& to, FakeRegions& to_regions,
+               std::vector<std::string>& failures) {
+    std::vector<SessionOutput> out;
+    from.take_outputs(out);
+    bool any = false;
+    for (const SessionOutput& o : out) {
+      if (o.type == SessionOutput::Type::kFailed) failures.push_back(o.detail);
+      if (o.type == SessionOutput::Type::kIncoming && &to == &a) incoming_b.push_back(o.port);
+      if (o.type != SessionOutput::Type::kMessage) continue;
+      any = true;
+      ++messages;
+      EXPECT_LE(o.message.size(), config.max_message);
+      if (o.placement) {
+        const Placement& p = *o.placement;
+        const Region* r = to_regions.find(p.remote_stag);
+        EXPECT_NE(r, nullptr) << "a Write into a region the peer does not have";
+        if (r == nullptr) continue;
+        EXPECT_GE(p.remote_offset, r->tagged_offset);
+        EXPECT_LE(p.remote_offset - r->tagged_offset + p.length, r->memory.size());
+        std::memcpy(r->memory.data() + (p.remote_offset - r->tagged_offset),
+                    reinterpret_cast<const void*>(p.local_addr), p.length);
+      }
+      to.on_message(o.message);
+    }
+    return any || from.has_outputs() || to.has_outputs();
+  }
+};
+
+std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (auto& c : v) c = static_cast<std::uint8_t>(rng());
+  return v;
+}
+
+// Opens a stream from a to b's `port` and accepts it.
+std::pair<StreamId, StreamId> connect(Pair& p, std::uint16_t port = 80) {
+  p.b.listen(port);
+  auto ida = p.a.open(port);
+  EXPECT_TRUE(ida.has_value());
+  p.run();
+  auto idb = p.b.accept(port);
+  EXPECT_TRUE(idb.has_value());
+  p.run();
+  return {*ida, *idb};
+}
+
+// Sends all of `data` on `id`, reading on the other side as it goes.
+std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, StreamSession& rx,
+                                   StreamId rxid, const std::vector<std::uint8_t>& data,
+                                   std::mt19937& rng) {
+  std::vector<std::uint8_t> got;
+  std::size_t at = 0;
+  std::uniform_int_distribution<std::size_t> send_size(1, 100 * 1024);
+  std::uniform_int_distribution<std::size_t> read_size(1, 64 * 1024);
+  std::vector<std::uint8_t> buf(64 * 1024);
+  while (got.size() < data.size()) {
+    if (at < data.size()) {
+      const std::size_t n = std::min(send_size(rng), data.size() - at);
+      auto r = tx.send(txid, std::span(data).subspan(at, n));
+      if (r) at += *r;
+      else EXPECT_EQ(r.error(), StreamErrc::kWouldBlock);
+    }
+    p.run();
+    for (;;) {
+      auto r = rx.recv(rxid, std::span(buf).first(read_size(rng)));
+      if (!r) {
+        EXPECT_EQ(r.error(), StreamErrc::kWouldBlock);
+        break;
+      }
+      got.insert(got.end(), buf.begin(), buf.begin() + *r);
+      if (*r == 0) break;
+      p.run();
+    }
+  }
+  return got;
+}
+
+TEST(StreamSession, RandomSizesCrossTheCopyAndWriteBoundaryInOrder) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  std::mt19937 rng(24);
+  const auto data = pattern(3 * 1024 * 1024, 1);
+  EXPECT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng), data);
+  const SessionCounters c = p.a.counters();
+  EXPECT_GT(c.bytes_copied, 0u);
+  EXPECT_GT(c.bytes_placed, 0u) << "no chunk went by RDMA Write";
+  EXPECT_GT(c.writes, 10u) << "one sink took many pipelined Writes";
+  EXPECT_EQ(p.b.counters().sink_bytes, p.config.sink_size) << "one sink, reused";
+  // And back the other way on the same stream.
+  const auto back = pattern(700 * 1024, 2);
+  EXPECT_EQ(transfer(p, p.b, idb, p.a, ida, back, rng), back);
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
+TEST(StreamSession, WithoutRegisteredMemoryEverythingIsCopiedAndStillInOrder) {
+  Pair p;
+  p.regions_a.enabled = false;
+  p.regions_b.enabled = false;
+  auto [ida, idb] = connect(p);
+  std::mt19937 rng(7);
+  const auto data = pattern(1024 * 1024, 3);
+  EXPECT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng), data);
+  EXPECT_EQ(p.a.counters().bytes_placed, 0u);
+}
+
+TEST(StreamSession, UrgentOctetArrivesOutOfBandWithItsMarkOnEitherPath) {
+  for (const std::size_t before : {std::size_t{10}, std::size_t{200 * 1024}}) {
+    Pair p;
+    auto [ida, idb] = connect(p);
+    auto data = pattern(before, 5);
+    data.push_back('!');
+    ASSERT_EQ(*p.a.send(ida, data, /*urgent=*/true), data.size());
+    const auto after = pattern(100, 6);
+    ASSERT_EQ(*p.a.send(ida, after), after.size());
+    p.run();
+    EXPECT_TRUE(p.b.readiness(idb).urgent);
+    std::uint8_t oob = 0;
+    ASSERT_EQ(*p.b.recv(idb, {&oob, 1}, /*urgent=*/true), 1u);
+    EXPECT_EQ(oob, '!');
+    EXPECT_EQ(p.b.recv(idb, {&oob, 1}, true).error(), StreamErrc::kNoUrgent);
+    // In-band reads stop at the mark; the urgent octet is not in the stream.
+    std::vector<std::uint8_t> got;
+    std::vector<std::uint8_t> buf(300 * 1024);
+    while (!p.b.at_mark(idb)) {
+      auto r = p.b.recv(idb, buf);
+      ASSERT_TRUE(r.has_value());
+      got.insert(got.end(), buf.begin(), buf.begin() + *r);
+      p.run();
+    }
+    EXPECT_EQ(got.size(), before);
+    auto r = p.b.recv(idb, buf);
+    ASSERT_TRUE(r.has_value());
+    got.insert(got.end(), buf.begin(), buf.begin() + *r);
+    EXPECT_FALSE(p.b.at_mark(idb));
+    data.pop_back();
+    data.insert(data.end(), after.begin(), after.end());
+    EXPECT_EQ(got, data) << "before=" << before;
+  }
+}
+
+TEST(StreamSession, HalfCloseEndsOneDirectionOnly) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  const auto hello = pattern(5000, 8);
+  ASSERT_EQ(*p.a.send(ida, hello), hello.size());
+  ASSERT_TRUE(p.a.shutdown_write(ida).has_value());
+  EXPECT_EQ(p.a.send(ida, hello).error(), StreamErrc::kBrokenPipe);
+  p.run();
+  std::vector<std::uint8_t> buf(10000);
+  ASSERT_EQ(*p.b.recv(idb, buf), hello.size());
+  EXPECT_EQ(*p.b.recv(idb, buf), 0u) << "end of stream";
+  EXPECT_TRUE(p.b.readiness(idb).peer_closed);
+  // The other direction still works.
+  ASSERT_EQ(*p.b.send(idb, hello), hello.size());
+  p.run();
+  ASSERT_EQ(*p.a.recv(ida, buf), hello.size());
+  p.b.close(idb);
+  p.run();
+  EXPECT_EQ(*p.a.recv(ida, buf), 0u);
+  p.a.close(ida);
+  p.run();
+  EXPECT_EQ(p.a.stream_count(), 0u);
+  EXPECT_EQ(p.b.stream_count(), 0u);
+}
+
+TEST(StreamSession, AStalledReaderBlocksOnlyItsOwnStream) {
+  Pair p;
+  auto [stalled_a, stalled_b] = connect(p);
+  auto [live_a, live_b] = connect(p, 81);
+  (void)stalled_b;
+  const auto chunk = pattern(64 * 1024, 9);
+  std::size_t pushed = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto r = p.a.send(stalled_a, chunk);
+    p.run();
+    if (!r) {
+      EXPECT_EQ(r.error(), StreamErrc::kWouldBlock);
+      break;
+    }
+    pushed += *r;
+  }
+  EXPECT_FALSE(p.a.readiness(stalled_a).writable);
+  EXPECT_LE(p.b.counters().receive_held, p.config.stream_window) << "bounded by the window";
+  EXPECT_GE(pushed, p.config.stream_window);
+  std::mt19937 rng(10);
+  const auto data = pattern(1024 * 1024, 11);
+  EXPECT_EQ(transfer(p, p.a, live_a, p.b, live_b, data, rng), data);
+  EXPECT_EQ(transfer(p, p.b, live_b, p.a, live_a, data, rng), data);
+}
+
+TEST(StreamSession, OpeningToAPortNobodyListensOnIsRefused) {
+  Pair p;
+  auto id = p.a.open(9);
+  ASSERT_TRUE(id.has_value());
+  p.run();
+  EXPECT_TRUE(p.a.readiness(*id).error);
+  EXPECT_EQ(p.a.stream_error(*id), StreamErrc::kRefused);
+  EXPECT_EQ(p.b.counters().refused, 1u);
+}
+
+TEST(StreamSession, ClosingWithUnreadDataResetsThePeer) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  const auto data = pattern(100, 12);
+  ASSERT_TRUE(p.a.send(ida, data).has_value());
+  p.run();
+  p.b.close(idb);  // 100 octets unread
+  p.run();
+  std::vector<std::uint8_t> buf(10);
+  EXPECT_EQ(p.a.recv(ida, buf).error(), StreamErrc::kReset);
+  EXPECT_EQ(p.a.send(ida, data).error(), StreamErrc::kReset);
+  EXPECT_EQ(p.b.counters().resets_sent, 1u);
+}
+
+TEST(StreamSession, DataSentBeforeTheAcceptIsKept) {
+  Pair p;
+  p.b.listen(80);
+  auto ida = p.a.open(80);
+  const auto data = pattern(kInitialWindow, 13);
+  ASSERT_EQ(*p.a.send(*ida, data), data.size());
+  p.run();
+  ASSERT_EQ(p.incoming_b.size(), 1u);
+  auto idb = p.b.accept(80);
+  ASSERT_TRUE(idb.has_value());
+  p.run();
+  std::vector<std::uint8_t> buf(2 * kInitialWindow);
+  ASSERT_EQ(*p.b.recv(*idb, buf), data.size());
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), buf.begin()));
+}
+
+TEST(StreamSession, ALyingPeerFailsTheSessionNotTheProcess) {
+  auto lie = [](std::vector<std::uint8_t> message) {
+    FakeRegions regions;
+    StreamSession s(SessionConfig{}, Side::kAcceptor, regions);
+    s.listen(80);
+    s.on_message(message);
+    std::vector<SessionOutput> out;
+    s.take_outputs(out);
+    for (const auto& o : out) {
+      if (o.type == SessionOutput::Type::kFailed) return o.detail;
+    }
+    return std::string();
+  };
+  std::vector<std::uint8_t> m;
+  Frame f;
+  f.type = FrameType::kData;
+  f.stream = 1;
+  const auto big = pattern(100, 1);
+  f.data = big;
+  append_frame(m, f);
+  EXPECT_NE(lie(m), "") << "data for a stream never opened";
+  m.clear();
+  Frame open;
+  open.type = FrameType::kOpen;
+  open.stream = 1;
+  open.port = 80;
+  open.window = kInitialWindow;
+  append_frame(m, open);
+  const auto too_much = pattern(kInitialWindow + 1, 2);
+  f.data = too_much;
+  append_frame(m, f);
+  EXPECT_NE(lie(m).find("window"), std::string::npos);
+  m.clear();
+  open.stream = 2;  // the acceptor's parity
+  append_frame(m, open);
+  EXPECT_NE(lie(m), "");
+  EXPECT_NE(lie({1, 2, 3}).find("malformed"), std::string::npos);
+}
+
+TEST(StreamSession, TenThousandIdleStreamsHoldNoBuffers) {
+  Pair p;
+  p.config.accept_backlog = 20000;
+  StreamSession a(p.config, Side::kConnector, p.regions_a);
+  StreamSession b(p.config, Side::kAcceptor, p.regions_b);
+  b.listen(80);
+  std::vector<StreamId> ids;
+  std::vector<SessionOutput> out;
+  for (int i = 0; i < 10000; ++i) {
+    ids.push_back(*a.open(80));
+    a.take_outputs(out);
+    for (const auto& o : out) {
+      if (o.type == SessionOutput::Type::kMessage) b.on_message(o.message);
+    }
+  }
+  std::size_t most = 0;
+  for (int i = 0; i < 10000; ++i) {
+    auto id = b.accept(80);
+    ASSERT_TRUE(id.has_value());
+    most = std::max(most, b.stream_bytes(*id));
+  }
+  EXPECT_EQ(b.stream_count(), 10000u);
+  EXPECT_LT(most, 1024u) << "an idle stream holds no receive buffer";
+  EXPECT_EQ(b.counters().sink_bytes + b.counters().send_ring_bytes, 0u);
+  EXPECT_EQ(p.regions_b.live(), 0u);
+  RecordProperty("idle_stream_bytes", static_cast<int>(most));
+}
+
+}  // namespace
+}  // namespace rdma_interop::stream
