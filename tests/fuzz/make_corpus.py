@@ -349,6 +349,32 @@ def peer_channel_corpus():
     }
 
 
+def stream_session_corpus():
+    # [side][no regions] then one-octet operations (stream_session_fuzzer.cc): 0 a peer
+    # message (u16 length, octets), 1 a peer frame from fields (type, flags, stream, u16[, data]),
+    # 2 open, 3 accept, 4 send, 5 recv, 6 shutdown, 7 close, 8 link blocked/ready, 9 end.
+    def frame(ftype, stream, body, flags=0):
+        return bytes([ftype, flags, 0, 0]) + be32(stream) + be32(len(body)) + body
+    def message(octets):
+        return b"\x00" + be16(len(octets)) + octets
+    open_2 = frame(1, 2, be16(0) + be16(0) + be32(65536))  # the connector's peer opens 2
+    return {
+        "open_accept_echo": b"\x00\x00" + message(open_2) + b"\x03\x00"
+            + message(frame(4, 2, b"hello")) + b"\x05\x03\x00\x10\x00"
+            + b"\x04\x03\x00\x05",
+        "open_send_large": b"\x00\x00\x02\x00\x04\x03\x10\x00"
+            + message(frame(2, 1, be32(65536))) + b"\x04\x03\x10\x00",
+        "sink_and_placed": b"\x01\x00" + message(frame(1, 1, be16(0) + be16(0) + be32(65536)))
+            + b"\x03\x00" + message(frame(4, 1, b"x" * 600, flags=2))
+            + message(frame(7, 1, be32(100))) + b"\x05\x03\x04\x00\x00",
+        "window_liar": b"\x00\x00\x02\x00" + message(frame(5, 1, be32(0) + be32(99))),
+        "urgent": b"\x01\x00" + message(frame(1, 1, be16(0) + be16(0) + be32(65536)))
+            + b"\x03\x00" + message(frame(8, 1, be32(0) + be32(0) + b"!"))
+            + b"\x05\x03\x00\x01\x01",
+        "half_close_then_end": b"\x00\x00\x02\x00\x06\x03\x09",
+    }
+
+
 def credit_params_corpus():
     # The MPA private data as the peer sent it (credit_params_fuzzer.cc): magic "RICR",
     # version, control receives, receive window, initial receives, reply reserve, max message.
@@ -493,6 +519,7 @@ def main():
         "credit_params_fuzzer": credit_params_corpus(),
         "credit_window_fuzzer": credit_corpus(),
         "peer_channel_fuzzer": peer_channel_corpus(),
+        "stream_session_fuzzer": stream_session_corpus(),
         "mpa_handshake_fuzzer": handshake_corpus(),
         "rdmap_endpoint_fuzzer": endpoint_corpus(),
         "mpa_frame_fuzzer": mpa_corpus(),

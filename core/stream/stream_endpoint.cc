@@ -1,0 +1,458 @@
+#include "core/stream/stream_endpoint.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <deque>
+#include <utility>
+
+#include "core/rdmap/memory_registry.h"
+
+namespace rdma_interop::stream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+messaging::EndpointConfig channel_config(const StreamEndpointConfig& c) {
+  messaging::EndpointConfig e;
+  e.max_message = c.session.max_message;
+  e.receive_window = c.receive_window;
+  // Deep enough that a stream's Write and its message, and the other streams' messages,
+  // rarely wait for a slot; a refused message waits in the session's outbox.
+  e.send_queue_depth = std::max<std::uint32_t>(18, c.receive_window + 2);
+  e.send_queue_limit = 2 * c.receive_window;
+  e.max_peers = c.max_sessions;
+  return e;
+}
+
+void set_event(int fd, bool on) {
+  std::uint64_t v = 1;
+  if (on) {
+    (void)!::write(fd, &v, sizeof v);
+  } else {
+    (void)!::read(fd, &v, sizeof v);
+  }
+}
+
+}  // namespace
+
+// One session: its engine, the memory it registered, the messages the channel refused for
+// now, and a descriptor per stream. Everything here is guarded by `mu`.
+struct StreamEndpoint::Session : RegionSource {
+  Session(StreamEndpoint& owner, SessionId session, Side side, const SessionConfig& config)
+      : ep(owner), id(session), engine(config, side, *this) {}
+  ~Session() override {
+    for (auto& [stream, fd] : fds) ::close(fd.fd);
+  }
+
+  // Registered with this session's connection, for local reads (a Write's source) and the
+  // peer's Writes (a sink).
+  std::optional<Region> acquire(std::size_t size) override {
+    auto memory = std::make_unique<std::uint8_t[]>(size);
+    const std::span<std::uint8_t> span(memory.get(), size);
+    auto stag = ep.channel_.register_memory(id, span, rdmap::kLocalWrite | rdmap::kRemoteWrite);
+    if (!stag) return std::nullopt;
+    const auto to = ep.channel_.tagged_offset(id, *stag, memory.get());
+    if (!to) {
+      ep.channel_.deregister_memory(id, *stag);
+      return std::nullopt;
+    }
+    regions[*stag] = std::move(memory);
+    return Region{span, *stag, *to};
+  }
+  void release(const Region& region) override {
+    ep.channel_.deregister_memory(id, region.stag);
+    regions.erase(region.stag);
+  }
+
+  struct Fd {
+    int fd = -1;
+    bool signaled = false;
+  };
+
+  StreamEndpoint& ep;
+  SessionId id;
+  std::mutex mu;
+  std::condition_variable cv;
+  // Declared before the engine: the engine gives its regions back when it goes.
+  std::map<std::uint32_t, std::unique_ptr<std::uint8_t[]>> regions;
+  StreamSession engine;
+  std::deque<SessionOutput> outbox;  // refused by the channel, in order
+  std::map<StreamId, Fd> fds;
+  std::vector<SessionOutput> scratch;
+  bool ended = false;
+};
+
+StreamEndpoint::StreamEndpoint(std::unique_ptr<transport::Provider> provider,
+                               StreamEndpointConfig config)
+    : config_(config), provider_(std::move(provider)), channel_(channel_config(config)) {
+  channel_.on_message([this](const messaging::Message& m) { on_message(m); });
+  channel_.on_ready([this](messaging::PeerId id) { on_ready(id); });
+  channel_.on_failure([this](messaging::PeerId id, const std::string& d) { on_end(id, d); });
+  channel_.on_close([this](messaging::PeerId id, const std::string& d) { on_end(id, d); });
+}
+
+StreamEndpoint::~StreamEndpoint() {
+  close();
+}
+
+std::string_view StreamEndpoint::scheme() const {
+  return provider_->scheme();
+}
+
+Expected<transport::ProviderUri, std::string> StreamEndpoint::serve(
+    const transport::ProviderUri& where) {
+  if (listener_) return unexpected(std::string("this endpoint serves already"));
+  transport::ListenOptions options(64);
+  auto listener = provider_->listen(where, cm::MpaPolicy{}, options);
+  if (!listener) return unexpected(transport::to_string(listener.error()));
+  auto local = transport::parse_provider_uri(std::string(provider_->scheme()) + "://" +
+                                             (*listener)->local_address());
+  if (!local) return unexpected(local.error());
+  listener_ = std::move(*listener);
+  accept_thread_ = std::thread([this] { accept_loop(); });
+  return *local;
+}
+
+void StreamEndpoint::accept_loop() {
+  while (true) {
+    {
+      std::lock_guard lock(sessions_mu_);
+      if (closing_) return;
+    }
+    auto pending = listener_->next_request(transport::Millis(200));
+    if (!pending) continue;
+    auto id = channel_.accept(*pending, pending->peer_address());
+    if (id) add_session(*id, Side::kAcceptor);
+  }
+}
+
+Expected<SessionId, std::string> StreamEndpoint::connect(const transport::ProviderUri& where) {
+  transport::ConnectOptions options;
+  options.timeout = transport::Millis(config_.setup_timeout.count());
+  auto id = channel_.connect(*provider_, where, options, where.to_string());
+  if (!id) return unexpected(transport::to_string(id.error()));
+  add_session(*id, Side::kConnector);
+  return *id;
+}
+
+std::shared_ptr<StreamEndpoint::Session> StreamEndpoint::add_session(SessionId id, Side side) {
+  auto s = std::make_shared<Session>(*this, id, side, config_.session);
+  // The session's lock first: messages that arrive once it is in the map wait for the ones
+  // that came before it (held in early_) to be processed, so none overtakes another.
+  std::unique_lock lock(s->mu);
+  std::vector<messaging::Message> early;
+  std::vector<std::uint16_t> ports;
+  {
+    std::lock_guard map_lock(sessions_mu_);
+    sessions_[id] = s;
+    if (auto it = early_.find(id); it != early_.end()) {
+      early = std::move(it->second);
+      early_.erase(it);
+    }
+    for (const auto& [port, fd] : listening_) ports.push_back(port);
+  }
+  for (std::uint16_t port : ports) s->engine.listen(port);
+  for (const messaging::Message& m : early) {
+    s->engine.on_message(m.payload);
+    (void)channel_.release(m.id);
+  }
+  process(*s);
+  return s;
+}
+
+std::shared_ptr<StreamEndpoint::Session> StreamEndpoint::find(SessionId id) const {
+  std::lock_guard lock(sessions_mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+// Carries out what the engine asked for. `s.mu` held.
+void StreamEndpoint::process(Session& s) {
+  bool any = false;
+  for (;;) {
+    s.engine.take_outputs(s.scratch);
+    if (s.scratch.empty()) break;
+    any = true;
+    for (SessionOutput& o : s.scratch) {
+      switch (o.type) {
+        case SessionOutput::Type::kMessage: {
+          if (!s.outbox.empty()) {
+            s.outbox.push_back(std::move(o));
+            break;
+          }
+          std::optional<credit::TaggedWrite> write;
+          if (o.placement) {
+            const Placement& p = *o.placement;
+            write = credit::TaggedWrite{p.local_addr, p.length, p.local_stag, p.remote_stag,
+                                        p.remote_offset};
+          }
+          const auto st = channel_.send(s.id, o.message, write);
+          if (st == messaging::SendStatus::kTryAgain) {
+            s.outbox.push_back(std::move(o));
+            s.engine.on_link_blocked();
+          }
+          // Any other refusal means the connection is gone: its end comes as news (on_end).
+          break;
+        }
+        case SessionOutput::Type::kStreamChanged: {
+          auto it = s.fds.find(o.stream);
+          if (it == s.fds.end()) break;
+          const Readiness r = s.engine.readiness(o.stream);
+          const bool want = r.readable || r.urgent || r.error;
+          if (want != it->second.signaled) {
+            set_event(it->second.fd, want);
+            it->second.signaled = want;
+          }
+          break;
+        }
+        case SessionOutput::Type::kIncoming:
+          note_incoming(o.port);
+          break;
+        case SessionOutput::Type::kFailed:
+          // The peer broke the stream protocol: every stream of the session has failed (the
+          // engine says so); the connection goes when the endpoint closes.
+          s.ended = true;
+          break;
+      }
+    }
+  }
+  if (any) s.cv.notify_all();
+}
+
+void StreamEndpoint::note_incoming(std::uint16_t port) {
+  std::lock_guard lock(sessions_mu_);
+  if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, true);
+  incoming_cv_.notify_all();
+}
+
+void StreamEndpoint::on_message(const messaging::Message& m) {
+  auto s = find(m.peer);
+  if (!s) {
+    std::lock_guard lock(sessions_mu_);
+    if (sessions_.find(m.peer) == sessions_.end()) {
+      // Before connect()/accept() has made the session: kept, with its buffer, until then.
+      if (channel_.hold(m.id) == messaging::SendStatus::kOk) early_[m.peer].push_back(m);
+      return;
+    }
+    s = sessions_[m.peer];
+  }
+  std::lock_guard lock(s->mu);
+  s->engine.on_message(m.payload);
+  process(*s);
+}
+
+void StreamEndpoint::on_ready(SessionId id) {
+  auto s = find(id);
+  if (!s) return;
+  std::lock_guard lock(s->mu);
+  while (!s->outbox.empty()) {
+    SessionOutput& o = s->outbox.front();
+    std::optional<credit::TaggedWrite> write;
+    if (o.placement) {
+      const Placement& p = *o.placement;
+      write = credit::TaggedWrite{p.local_addr, p.length, p.local_stag, p.remote_stag,
+                                  p.remote_offset};
+    }
+    if (channel_.send(s->id, o.message, write) == messaging::SendStatus::kTryAgain) break;
+    s->outbox.pop_front();
+  }
+  if (s->outbox.empty()) s->engine.on_link_ready();
+  process(*s);
+}
+
+void StreamEndpoint::on_end(SessionId id, const std::string& detail) {
+  auto s = find(id);
+  if (!s) return;
+  std::lock_guard lock(s->mu);
+  s->ended = true;
+  s->outbox.clear();
+  s->engine.on_session_end(detail);
+  process(*s);
+}
+
+void StreamEndpoint::listen(std::uint16_t port) {
+  {
+    std::lock_guard lock(sessions_mu_);
+    if (listening_.count(port) != 0) return;
+    listening_[port] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  for (SessionId id : sessions()) {
+    if (auto s = find(id)) {
+      std::lock_guard lock(s->mu);
+      s->engine.listen(port);
+      process(*s);
+    }
+  }
+}
+
+Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port) {
+  auto s = find(session);
+  if (!s) return unexpected(StreamErrc::kSessionFailed);
+  std::lock_guard lock(s->mu);
+  auto id = s->engine.open(port);
+  if (!id) return unexpected(id.error());
+  s->fds[*id] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+  process(*s);
+  return StreamRef{session, *id};
+}
+
+Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    for (SessionId id : sessions()) {
+      auto s = find(id);
+      if (!s) continue;
+      std::lock_guard lock(s->mu);
+      auto stream = s->engine.accept(port);
+      if (!stream) continue;
+      s->fds[*stream] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+      process(*s);
+      return StreamRef{id, *stream};
+    }
+    std::unique_lock lock(sessions_mu_);
+    auto it = listening_.find(port);
+    if (it == listening_.end()) return unexpected(StreamErrc::kInvalid);
+    // Nothing waits: the descriptor goes quiet until the next incoming stream.
+    set_event(it->second, false);
+    if (closing_) return unexpected(StreamErrc::kSessionFailed);
+    if (timeout == Millis(0)) return unexpected(StreamErrc::kWouldBlock);
+    if (timeout == kForever) {
+      incoming_cv_.wait_for(lock, std::chrono::milliseconds(200));
+    } else if (incoming_cv_.wait_until(lock, std::min(deadline, Clock::now() +
+                                                                     std::chrono::milliseconds(200))) ==
+                   std::cv_status::timeout &&
+               Clock::now() >= deadline) {
+      return unexpected(StreamErrc::kWouldBlock);
+    }
+  }
+}
+
+template <class Call>
+auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, bool, Call call)
+    -> Expected<std::size_t, StreamErrc> {
+  auto s = find(ref.session);
+  if (!s) return unexpected(StreamErrc::kNoStream);
+  const auto deadline = Clock::now() + timeout;
+  std::unique_lock lock(s->mu);
+  for (;;) {
+    auto r = call(s->engine);
+    process(*s);
+    if (r || r.error() != StreamErrc::kWouldBlock || timeout == Millis(0)) return r;
+    if (timeout == kForever) {
+      s->cv.wait(lock);
+    } else if (s->cv.wait_until(lock, deadline) == std::cv_status::timeout) {
+      r = call(s->engine);
+      process(*s);
+      return r;
+    }
+  }
+}
+
+Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
+                                                       std::span<const std::uint8_t> data,
+                                                       const IoOptions& options) {
+  return blocking(ref, options.timeout, true, [&](StreamSession& e) {
+    return e.send(ref.stream, data, options.urgent);
+  });
+}
+
+Expected<std::size_t, StreamErrc> StreamEndpoint::recv(StreamRef ref, std::span<std::uint8_t> out,
+                                                       const IoOptions& options) {
+  return blocking(ref, options.timeout, false, [&](StreamSession& e) {
+    return e.recv(ref.stream, out, options.urgent, options.peek);
+  });
+}
+
+bool StreamEndpoint::at_mark(StreamRef ref) {
+  auto s = find(ref.session);
+  if (!s) return false;
+  std::lock_guard lock(s->mu);
+  return s->engine.at_mark(ref.stream);
+}
+
+Expected<std::size_t, StreamErrc> StreamEndpoint::shutdown_write(StreamRef ref) {
+  return blocking(ref, Millis(0), true,
+                  [&](StreamSession& e) { return e.shutdown_write(ref.stream); });
+}
+
+void StreamEndpoint::close(StreamRef ref, bool abort) {
+  auto s = find(ref.session);
+  if (!s) return;
+  std::lock_guard lock(s->mu);
+  s->engine.close(ref.stream, abort);
+  if (auto it = s->fds.find(ref.stream); it != s->fds.end()) {
+    ::close(it->second.fd);
+    s->fds.erase(it);
+  }
+  process(*s);
+}
+
+Readiness StreamEndpoint::readiness(StreamRef ref) {
+  auto s = find(ref.session);
+  if (!s) return Readiness{false, false, false, false, true};
+  std::lock_guard lock(s->mu);
+  return s->engine.readiness(ref.stream);
+}
+
+int StreamEndpoint::fd(StreamRef ref) {
+  auto s = find(ref.session);
+  if (!s) return -1;
+  std::lock_guard lock(s->mu);
+  auto it = s->fds.find(ref.stream);
+  return it == s->fds.end() ? -1 : it->second.fd;
+}
+
+int StreamEndpoint::accept_fd(std::uint16_t port) {
+  std::lock_guard lock(sessions_mu_);
+  auto it = listening_.find(port);
+  return it == listening_.end() ? -1 : it->second;
+}
+
+std::vector<SessionId> StreamEndpoint::sessions() const {
+  std::lock_guard lock(sessions_mu_);
+  std::vector<SessionId> out;
+  for (const auto& [id, s] : sessions_) out.push_back(id);
+  return out;
+}
+
+std::optional<SessionCounters> StreamEndpoint::counters(SessionId id) const {
+  auto s = find(id);
+  if (!s) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  return s->engine.counters();
+}
+
+std::optional<messaging::PeerStats> StreamEndpoint::session_stats(SessionId id) const {
+  return channel_.stats(id);
+}
+
+void StreamEndpoint::close() {
+  {
+    std::lock_guard lock(sessions_mu_);
+    if (closing_) return;
+    closing_ = true;
+  }
+  incoming_cv_.notify_all();
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (listener_) listener_->close();
+  // The channel first: no handler runs after it, and no Write reads a ring any more.
+  channel_.close();
+  std::map<SessionId, std::shared_ptr<Session>> sessions;
+  {
+    std::lock_guard lock(sessions_mu_);
+    sessions.swap(sessions_);
+    early_.clear();
+  }
+  for (auto& [id, s] : sessions) {
+    std::lock_guard lock(s->mu);
+    s->engine.on_session_end("the endpoint closed");
+    process(*s);
+  }
+  sessions.clear();
+  std::lock_guard lock(sessions_mu_);
+  for (auto& [port, fd] : listening_) ::close(fd);
+  listening_.clear();
+}
+
+}  // namespace rdma_interop::stream

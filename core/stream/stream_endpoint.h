@@ -1,0 +1,139 @@
+// stream_endpoint.h - byte streams over RDMA sessions, for applications.
+//
+// An endpoint keeps one session (one connection, core/messaging/message_endpoint.h, with its
+// credit channel) per peer endpoint, and runs a StreamSession (stream_session.h) on each:
+// every stream between the two endpoints goes over it. Opening a stream to a peer already
+// connected is one OPEN frame, not a connection setup. The receive buffers are the
+// session's (a fixed number, by configuration), shared by all its streams.
+//
+// What the engine decides the endpoint carries out: its messages go to the channel (an
+// RDMA Write posted just before the message that says where it placed data), refused ones
+// wait in order in an outbox until the channel has room; its rings are registered with the
+// session's connection (SessionRegions); its readiness news is written to one eventfd per
+// stream, so a stream can be polled with poll/epoll/select like a socket.
+//
+// Threading: every call is thread-safe; each session has one lock (its engine, outbox and
+// descriptors), taken before the message endpoint's locks. Messages, readiness and ends
+// are processed on the provider's event thread (the message endpoint's handlers), which
+// never blocks on an application. Blocking calls wait on the session's condition variable,
+// woken whenever the engine made output. Locks, outermost first: sessions_mu_ (the map),
+// then a session's mu, then the message endpoint's.
+//
+//   StreamEndpoint ep(std::move(provider), {});
+//   auto where = ep.serve(uri);                       // accepts sessions
+//   ep.listen(5201);
+//   auto s = ep.accept(5201, 5s);  ep.recv(*s, buf, {.timeout = 1s});
+//   ... the other side: auto sid = ep.connect(uri); auto s = ep.open(*sid, 5201);
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/messaging/message_endpoint.h"
+#include "core/stream/stream_session.h"
+#include "core/transport/provider.h"
+#include "core/util/expected.h"
+
+namespace rdma_interop::stream {
+
+using SessionId = messaging::PeerId;
+using Millis = std::chrono::milliseconds;
+inline constexpr Millis kForever{-1};
+
+struct StreamEndpointConfig {
+  SessionConfig session;
+  // The session's channel (the receive memory every stream of a session shares):
+  // receive_window receives of session.max_message octets each.
+  std::uint32_t receive_window = 32;
+  std::uint32_t max_sessions = 64;
+  Millis setup_timeout{10000};
+};
+
+// A stream: which session, and its id there.
+struct StreamRef {
+  SessionId session = 0;
+  StreamId stream = 0;
+  friend bool operator==(const StreamRef&, const StreamRef&) = default;
+  friend auto operator<=>(const StreamRef&, const StreamRef&) = default;
+};
+
+struct IoOptions {
+  bool urgent = false;  // MSG_OOB
+  bool peek = false;    // MSG_PEEK (recv)
+  Millis timeout{0};    // 0: never wait (EAGAIN: kWouldBlock); kForever: wait as long as it takes
+};
+
+class StreamEndpoint {
+ public:
+  StreamEndpoint(std::unique_ptr<transport::Provider> provider, StreamEndpointConfig config);
+  ~StreamEndpoint();  // close()
+  StreamEndpoint(const StreamEndpoint&) = delete;
+  StreamEndpoint& operator=(const StreamEndpoint&) = delete;
+
+  // Accepts sessions at `where` (port 0: any). The URI it listens on, with the real port.
+  Expected<transport::ProviderUri, std::string> serve(const transport::ProviderUri& where);
+  // A session to the endpoint serving at `where`.
+  Expected<SessionId, std::string> connect(const transport::ProviderUri& where);
+  std::string_view scheme() const;
+
+  // Streams opened to `port` (on any session, now or later) wait for accept().
+  void listen(std::uint16_t port);
+  Expected<StreamRef, StreamErrc> open(SessionId session, std::uint16_t port);
+  Expected<StreamRef, StreamErrc> accept(std::uint16_t port, Millis timeout);
+  Expected<std::size_t, StreamErrc> send(StreamRef s, std::span<const std::uint8_t> data,
+                                         const IoOptions& options = {});
+  Expected<std::size_t, StreamErrc> recv(StreamRef s, std::span<std::uint8_t> out,
+                                         const IoOptions& options = {});
+  bool at_mark(StreamRef s);
+  Expected<std::size_t, StreamErrc> shutdown_write(StreamRef s);
+  void close(StreamRef s, bool abort = false);
+  Readiness readiness(StreamRef s);
+  // Readable (POLLIN) when recv() would not wait: data, end of stream, an urgent octet or an
+  // error. Owned by the endpoint; valid until close(s). -1 for no such stream.
+  int fd(StreamRef s);
+  // Readable when accept(port) would not wait.
+  int accept_fd(std::uint16_t port);
+
+  std::vector<SessionId> sessions() const;
+  std::optional<SessionCounters> counters(SessionId session) const;
+  std::optional<messaging::PeerStats> session_stats(SessionId session) const;
+
+  // Ends every session and stops serving. Idempotent.
+  void close();
+
+ private:
+  struct Session;
+  std::shared_ptr<Session> find(SessionId id) const;
+  std::shared_ptr<Session> add_session(SessionId id, Side side);
+  void process(Session& s);
+  void on_message(const messaging::Message& m);
+  void on_ready(SessionId id);
+  void on_end(SessionId id, const std::string& detail);
+  void note_incoming(std::uint16_t port);
+  void accept_loop();
+  template <class Call>
+  auto blocking(StreamRef ref, Millis timeout, bool for_write, Call call)
+      -> Expected<std::size_t, StreamErrc>;
+
+  StreamEndpointConfig config_;
+  std::unique_ptr<transport::Provider> provider_;
+  messaging::MessageEndpoint channel_;
+  mutable std::mutex sessions_mu_;
+  std::condition_variable incoming_cv_;
+  std::map<SessionId, std::shared_ptr<Session>> sessions_;
+  std::map<SessionId, std::vector<messaging::Message>> early_;  // before the session is known
+  std::map<std::uint16_t, int> listening_;                      // port -> its accept eventfd
+  std::unique_ptr<transport::Listener> listener_;
+  std::thread accept_thread_;
+  bool closing_ = false;
+};
+
+}  // namespace rdma_interop::stream
