@@ -1,0 +1,172 @@
+// TCP-shaped streams on real loopback sockets: an upgrade between two nodes, a second
+// connect that reuses the session, a plain TCP server reached again without an offer, a plain
+// TCP client whose octets all arrive, and a declining server that keeps the TCP connection.
+#include "core/stream/stream_socket.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+namespace rdma_interop::stream {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<StreamNode> node(NodeConfig config = {}) {
+  auto n = StreamNode::create(std::move(config));
+  EXPECT_TRUE(n.has_value()) << (n ? "" : n.error());
+  return std::move(*n);
+}
+
+std::span<const std::uint8_t> bytes(const std::string& s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+std::string read_some(Socket& s) {
+  std::vector<std::uint8_t> buf(4096);
+  auto r = s.recv(buf, {.timeout = 5s});
+  if (!r) return "errno " + std::to_string(r.error());
+  return std::string(buf.begin(), buf.begin() + *r);
+}
+
+// A plain TCP echo server on 127.0.0.1 that waits for its client to speak: answers every
+// read with the same octets, until the client closes. It counts its connections.
+struct PlainEcho {
+  int fd = -1;
+  std::uint16_t port = 0;
+  std::atomic<int> connections{0};
+  std::thread thread;
+  PlainEcho() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd, 8), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    thread = std::thread([this] {
+      for (;;) {
+        const int c = ::accept(fd, nullptr, nullptr);
+        if (c < 0) return;
+        ++connections;
+        std::thread([c] {
+          char buf[4096];
+          for (;;) {
+            const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+            if (n <= 0) break;
+            (void)!::send(c, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL);
+          }
+          ::close(c);
+        }).detach();
+      }
+    });
+  }
+  ~PlainEcho() {
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+    thread.join();
+  }
+};
+
+TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
+  auto server = node();
+  auto client = node();
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value()) << listener.error().detail;
+  const std::uint16_t port = (*listener)->port();
+  auto c1 = client->connect("127.0.0.1", port, 5s);
+  ASSERT_TRUE(c1.has_value()) << c1.error().detail;
+  EXPECT_TRUE((*c1)->upgraded());
+  auto s1 = (*listener)->accept(5s);
+  ASSERT_TRUE(s1.has_value()) << s1.error().detail;
+  EXPECT_TRUE((*s1)->upgraded());
+  ASSERT_TRUE((*c1)->send(bytes("ping"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**s1), "ping");
+  ASSERT_TRUE((*s1)->send(bytes("pong"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**c1), "pong");
+
+  auto c2 = client->connect("127.0.0.1", port, 5s);
+  ASSERT_TRUE(c2.has_value());
+  auto s2 = (*listener)->accept(5s);
+  ASSERT_TRUE(s2.has_value());
+  ASSERT_TRUE((*c2)->send(bytes("second"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**s2), "second");
+  const NodeCounters n = client->counters();
+  EXPECT_EQ(n.upgraded, 1u);
+  EXPECT_EQ(n.reused, 1u) << "the second stream opened on the first session";
+  EXPECT_EQ(n.sessions, 1u);
+  EXPECT_EQ(client->endpoint().sessions().size(), 1u);
+  EXPECT_EQ((*listener)->counters().upgraded, 1u) << "one TCP connection was ever upgraded";
+}
+
+TEST(StreamSocket, APlainServerIsReachedAgainByPlainTcpAndRemembered) {
+  PlainEcho echo;
+  auto client = node();
+  auto c = client->connect("127.0.0.1", echo.port, 5s);
+  ASSERT_TRUE(c.has_value()) << c.error().detail;
+  EXPECT_FALSE((*c)->upgraded());
+  ASSERT_TRUE((*c)->send(bytes("hello"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**c), "hello") << "the reconnected socket is clean: no offer in it";
+  auto again = client->connect("127.0.0.1", echo.port, 5s);
+  ASSERT_TRUE(again.has_value());
+  ASSERT_TRUE((*again)->send(bytes("again"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**again), "again");
+  const NodeCounters n = client->counters();
+  EXPECT_EQ(n.plain_peers, 1u);
+  EXPECT_EQ(n.plain_cached, 1u);
+  EXPECT_EQ(echo.connections.load(), 3) << "one offer, then two plain connections";
+}
+
+TEST(StreamSocket, APlainClientKeepsEveryOctetItSent) {
+  auto server = node();
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((*listener)->port());
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string request = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  auto s = (*listener)->accept(5s);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_FALSE((*s)->upgraded());
+  std::string got;
+  while (got.size() < request.size()) got += read_some(**s);
+  EXPECT_EQ(got, request);
+  ASSERT_TRUE((*s)->send(bytes("HTTP/1.0 200 OK\r\n\r\n"), {.timeout = 5s}));
+  char buf[64] = {};
+  EXPECT_GT(::recv(fd, buf, sizeof buf, 0), 0);
+  EXPECT_EQ(std::string(buf).rfind("HTTP/1.0 200", 0), 0u);
+  ::close(fd);
+  EXPECT_EQ((*listener)->counters().plain, 1u);
+}
+
+TEST(StreamSocket, ADecliningServerKeepsTheTcpConnection) {
+  NodeConfig no_upgrades;
+  no_upgrades.accept_upgrades = false;
+  auto server = node(no_upgrades);
+  auto client = node();
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value());
+  auto c = client->connect("127.0.0.1", (*listener)->port(), 5s);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE((*c)->upgraded());
+  auto s = (*listener)->accept(5s);
+  ASSERT_TRUE(s.has_value());
+  ASSERT_TRUE((*c)->send(bytes("over tcp"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(**s), "over tcp");
+  EXPECT_EQ(client->counters().declined, 1u);
+}
+
+}  // namespace
+}  // namespace rdma_interop::stream
