@@ -177,7 +177,7 @@ void StreamSession::stop_listening(std::uint16_t port) {
   for (StreamId id : waiting) {
     if (Stream* s = find(id)) {
       reset_stream(*s, ResetReason::kAborted, true);
-      streams_.erase(id);
+      erase_if_done(id);
     }
   }
   pump();
@@ -233,6 +233,32 @@ Expected<std::size_t, StreamErrc> StreamSession::send(StreamId id,
   if (s->phase == Stream::Phase::kWaitingAccept) return unexpected(StreamErrc::kInvalid);
   if (s->shut_wr) return unexpected(StreamErrc::kBrokenPipe);
   if (data.empty()) return std::size_t{0};
+  if (!urgent && s->sent == s->app_end && !s->send_ring && !link_blocked_ &&
+      data.size() < config_.zero_copy_threshold && data.size() <= s->window_space()) {
+    // Small octets that can go now go straight into the message: a stream that only ever
+    // sends small ones needs no send ring (a request/response stream, an idle one).
+    flush_control();
+    std::size_t done = 0;
+    while (done < data.size()) {
+      std::size_t room = config_.max_message - building_.size();
+      if (room < kFrameHeaderSize + std::min<std::size_t>(data.size() - done, 512)) {
+        finish_message();
+        room = config_.max_message;
+      }
+      Frame f;
+      f.type = FrameType::kData;
+      f.stream = id;
+      f.data = data.subspan(done, std::min(data.size() - done, room - kFrameHeaderSize));
+      add_frame(f);
+      done += f.data.size();
+    }
+    s->app_end += data.size();
+    s->sent = s->app_end;
+    counters_.bytes_copied += data.size();
+    pump();
+    changed(*s);
+    return data.size();
+  }
   if (!s->send_ring) {
     // The ring the stream's octets wait in, and RDMA Writes read from: made on first use,
     // so a stream that never sends costs none.
@@ -244,6 +270,9 @@ Expected<std::size_t, StreamErrc> StreamSession::send(StreamId id,
       r.own.resize(config_.send_buffer);
       r.region.memory = r.own;
     }
+    // Its counts are stream offsets: octets sent before it (straight into messages) were
+    // never in it.
+    r.head = r.tail = s->app_end;
     counters_.send_ring_bytes += r.size();
     s->send_ring = std::move(r);
   }
@@ -536,12 +565,16 @@ void StreamSession::add_frame(const Frame& f) {
   append_frame(building_, f);
 }
 
-void StreamSession::pump() {
-  if (failed_ || link_blocked_) return;
+void StreamSession::flush_control() {
   while (!control_.empty()) {
     add_frame(control_.front());
     control_.pop_front();
   }
+}
+
+void StreamSession::pump() {
+  if (failed_ || link_blocked_) return;
+  flush_control();
   // Round robin: one chunk per stream per turn, so one stream's large send does not hold
   // the others' small ones back.
   bool progress = true;

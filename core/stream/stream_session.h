@@ -223,6 +223,7 @@ class StreamSession {
   void queue_control(const Frame& f);
   void changed(Stream& s);
   void pump();
+  void flush_control();  // the queued control frames into the message being built
   bool pump_stream(Stream& s);
   void send_window(Stream& s, bool force);
   void reset_stream(Stream& s, ResetReason why, bool tell_peer);

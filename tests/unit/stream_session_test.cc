@@ -355,6 +355,22 @@ TEST(StreamSession, TenThousandIdleStreamsHoldNoBuffers) {
   EXPECT_EQ(b.stream_count(), 10000u);
   EXPECT_LT(most, 1024u) << "an idle stream holds no receive buffer";
   EXPECT_EQ(b.counters().sink_bytes + b.counters().send_ring_bytes, 0u);
+  // A small exchange on every stream, read whole: still no buffer held, no ring made.
+  const std::uint8_t hello[16] = {'h', 'e', 'l', 'l', 'o'};
+  for (StreamId id : ids) ASSERT_EQ(*a.send(id, hello), sizeof hello);
+  a.take_outputs(out);
+  for (const auto& o : out) {
+    if (o.type == SessionOutput::Type::kMessage) b.on_message(o.message);
+  }
+  std::uint8_t buf[64];
+  most = 0;
+  for (StreamId id : ids) {
+    ASSERT_EQ(*b.recv(id, buf), sizeof hello);
+    most = std::max(most, b.stream_bytes(id));
+  }
+  EXPECT_LT(most, 1024u);
+  EXPECT_EQ(a.counters().send_ring_bytes, 0u) << "small sends need no send ring";
+  EXPECT_EQ(b.counters().receive_held, 0u);
   EXPECT_EQ(p.regions_b.live(), 0u);
   RecordProperty("idle_stream_bytes", static_cast<int>(most));
 }
