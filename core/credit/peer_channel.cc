@@ -101,6 +101,8 @@ std::string_view type_name(ChannelAction::Type t) {
   switch (t) {
     case ChannelAction::Type::kPostSend:
       return "post_send";
+    case ChannelAction::Type::kPostWrite:
+      return "post_write";
     case ChannelAction::Type::kPostRecv:
       return "post_recv";
     case ChannelAction::Type::kDeliver:
@@ -202,13 +204,15 @@ Expected<CreditConfig, std::string> PeerChannel::established(const CreditParams&
 
 // ---- the application -----------------------------------------------------------------
 
-SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint now) {
+SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint now,
+                             const std::optional<TaggedWrite>& write) {
   if (state_ == ChannelState::kConnecting || state_ == ChannelState::kClosed) {
     return SendStatus::kUnknownPeer;
   }
   if (state_ == ChannelState::kFailed) return SendStatus::kPeerFailed;
   if (payload.size() > peer_max_payload_) return SendStatus::kTooLong;
-  if (requests_.empty() && replies_.empty() && try_post(payload, std::nullopt, true)) {
+  if (write && data_slots() < 2) return SendStatus::kTooLong;
+  if (requests_.empty() && replies_.empty() && try_post(payload, std::nullopt, true, write)) {
     return SendStatus::kOk;
   }
   if (!open())
@@ -219,7 +223,8 @@ SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint no
     return SendStatus::kTryAgain;
   }
   note_queue(now);
-  requests_.emplace_back(payload.begin(), payload.end());
+  requests_.push_back(
+      QueuedRequest{std::vector<std::uint8_t>(payload.begin(), payload.end()), write});
   return SendStatus::kOk;
 }
 
@@ -306,8 +311,11 @@ void PeerChannel::complete_send(std::uint32_t index, rdmap::WcStatus status) {
   confirm_send(index, status);
 }
 
-void PeerChannel::posted_send(std::uint32_t index, ChannelAction& post) {
-  post.signaled = ++unsignaled_run_ >= signal_interval_;
+// `may_signal` false: a tagged write, never signaled (its message, posted right after it,
+// is, if the run says so). It counts in the run all the same: it holds a slot until a later
+// completion confirms it, like any unsignaled send.
+void PeerChannel::posted_send(std::uint32_t index, ChannelAction& post, bool may_signal) {
+  post.signaled = ++unsignaled_run_ >= signal_interval_ && may_signal;
   if (post.signaled) {
     unsignaled_run_ = 0;
     ++signaled_outstanding_;
@@ -325,7 +333,9 @@ void PeerChannel::confirm_send(std::uint32_t index, rdmap::WcStatus status) {
   tx_free_.push_back(index);
   --outstanding_send_;
   (void)budget_.release(CompletionKind::kSend);
-  if (use != TxUse::kUncredited && window_) {
+  if (use == TxUse::kWrite) {
+    --writes_outstanding_;  // no credit, no window slot: only the send queue's
+  } else if (use != TxUse::kUncredited && window_) {
     (void)window_->on_send_completed(use == TxUse::kData ? SendKind::kData : SendKind::kControl);
   }
   if (status != rdmap::WcStatus::kSuccess && open()) {
@@ -381,6 +391,19 @@ void PeerChannel::on_post_refused(const ChannelAction& post, std::string_view wh
       send_order_.erase(it);
     }
     confirm_send(post.index, rdmap::WcStatus::kFlushed);
+  } else if (post.type == ChannelAction::Type::kPostWrite) {
+    if (post.index >= tx_count_ || tx_use_[post.index] != TxUse::kWrite) return;
+    // Never on the wire. Failed first, so the detail says why and not "flushed"; the
+    // message after it is the caller's to refuse too (it must not go without its data).
+    fail("the provider refused a write: " + std::string(why));
+    --writes_sent_;
+    bytes_written_ -= std::min<std::uint64_t>(bytes_written_, post.write.length);
+    if (auto it = std::find(send_order_.begin(), send_order_.end(), post.index);
+        it != send_order_.end()) {
+      send_order_.erase(it);
+    }
+    confirm_send(post.index, rdmap::WcStatus::kFlushed);
+    return;
   } else if (post.type == ChannelAction::Type::kPostRecv) {
     if (post.index >= rx_count_ || rx_state_[post.index] != RxState::kPosted) return;
     rx_state_[post.index] = RxState::kIdle;
@@ -471,12 +494,27 @@ void PeerChannel::repost_data(std::uint32_t index) {
   if (post_receive(index)) (void)window_->on_receive_posted();
 }
 
+// The send slots data may take (the rest stay free for standalone credit updates).
+std::uint32_t PeerChannel::data_slots() const {
+  return config_.send_queue_depth - config_.control_send_slots;
+}
+
+// Of those, the ones neither a data message (the window counts them) nor a write holds.
+std::uint32_t PeerChannel::data_room() const {
+  const std::uint32_t used = window_->counters().data_slots_in_use + writes_outstanding_;
+  return used >= data_slots() ? 0 : data_slots() - used;
+}
+
 // Posts one data message now if a credit (beyond the reply reserve, for a request), a send
 // buffer and a completion entry are free; false, with nothing changed, otherwise.
 // `new_message`: a refusal is a new stall (a send() or reply() that found no credit), not a
 // queued message tried again, so the window counts each message's stall once.
+// With `write`: its RDMA Write goes first, in a second slot with a second entry, both
+// posted or neither. A write takes a slot data may take (data_room()), so writes never eat
+// the control slots a standalone credit update needs.
 bool PeerChannel::try_post(std::span<const std::uint8_t> payload,
-                           std::optional<std::uint32_t> reply_to, bool new_message) {
+                           std::optional<std::uint32_t> reply_to, bool new_message,
+                           const std::optional<TaggedWrite>& write) {
   CreditWindow& w = *window_;
   const std::uint32_t keep = reply_to || config_.ignore_credits ? 0 : reply_reserve_;
   const bool uncredited = config_.ignore_credits && !w.can_send();
@@ -484,15 +522,36 @@ bool PeerChannel::try_post(std::span<const std::uint8_t> payload,
     if (new_message) (void)w.send_message(keep);  // refused: counts kNoCredit / kNoSendSlot
     return false;
   }
-  if (tx_free_.empty() || !budget_.reserve(CompletionKind::kSend)) return false;
+  const std::uint32_t slots = write ? 2 : 1;
+  if (tx_free_.size() < slots) return false;
+  if ((writes_outstanding_ > 0 || write) && data_room() < slots) return false;
+  if (!budget_.reserve(CompletionKind::kSend, slots)) return false;
   // A reply's buffer is posted again first, so the grant for it rides on the reply itself.
   if (reply_to) repost_data(*reply_to);
   if (!open()) {
-    (void)budget_.release(CompletionKind::kSend);
+    (void)budget_.release(CompletionKind::kSend, slots);
     return false;
   }
   CreditHeader header;  // an uncredited message claims nothing
   if (!uncredited) header = *w.send_message(keep);
+  if (write) {
+    // RFC 5040 s5.5: the peer delivers the message below only once this Write, posted
+    // before it on the same stream, is placed; nothing may come between the two.
+    const std::uint32_t windex = tx_free_.back();
+    tx_free_.pop_back();
+    tx_use_[windex] = TxUse::kWrite;
+    ++outstanding_send_;
+    ++writes_outstanding_;
+    ++writes_sent_;
+    bytes_written_ += write->length;
+    ChannelAction a;
+    a.type = ChannelAction::Type::kPostWrite;
+    a.index = windex;
+    a.length = write->length;
+    a.write = *write;
+    actions_.push_back(std::move(a));
+    posted_send(windex, actions_.back(), false);
+  }
   const std::uint32_t index = tx_free_.back();
   tx_free_.pop_back();
   std::uint8_t* buf = send_buffer(index);
@@ -538,7 +597,8 @@ void PeerChannel::post_queued(TimePoint) {
     replies_.pop_front();
   }
   while (open() && replies_.empty() && !requests_.empty()) {
-    if (!try_post(requests_.front(), std::nullopt, false)) break;
+    const QueuedRequest& q = requests_.front();
+    if (!try_post(q.payload, std::nullopt, false, q.write)) break;
     requests_.pop_front();
   }
   while (open() && window_->wants_credit_update()) {
@@ -572,6 +632,8 @@ ChannelCounters PeerChannel::counters(TimePoint now) const {
   c.refused = refused_;
   c.messages_sent = messages_sent_;
   c.bytes_sent = bytes_sent_;
+  c.writes_sent = writes_sent_;
+  c.bytes_written = bytes_written_;
   c.messages_received = messages_received_;
   c.bytes_received = bytes_received_;
   c.lost = lost_;
@@ -594,7 +656,12 @@ std::string PeerChannel::broken_invariant() const {
   if (posted != outstanding_recv_) return "posted receive buffers != outstanding receives";
   if (held != held_) return "held count != buffers held";
   std::uint32_t sending = 0;
-  for (const TxUse u : tx_use_) sending += u == TxUse::kFree ? 0 : 1;
+  std::uint32_t writing = 0;
+  for (const TxUse u : tx_use_) {
+    sending += u == TxUse::kFree ? 0 : 1;
+    writing += u == TxUse::kWrite ? 1 : 0;
+  }
+  if (writing != writes_outstanding_) return "send slots held by writes != writes outstanding";
   if (sending != outstanding_send_) return "send buffers in use != outstanding sends";
   if (send_order_.size() != outstanding_send_) return "the posting order lost or doubled a send";
   std::uint32_t signaled = 0;
@@ -607,6 +674,9 @@ std::string PeerChannel::broken_invariant() const {
   }
   if (window_) {
     if (const auto w = window_->broken_invariant(); !w.empty()) return std::string(w);
+    if (window_->counters().data_slots_in_use + writes_outstanding_ > data_slots()) {
+      return "writes took a control send slot";
+    }
     if (open()) {
       const CreditCounters c = window_->counters();
       if (c.posted + c.control_posted != posted) {

@@ -26,7 +26,11 @@
 //     verbs applications signal every Nth send. Sends on a connection complete in order
 //     (RC, TCP), so a completion confirms every send posted before it; a send that fails
 //     completes on its own (flushed), unsignaled or not. Most messages thus cost the
-//     provider no completion at all.
+//     provider no completion at all;
+//   - tagged writes: send() may carry an RDMA Write (TaggedWrite) into a region the peer
+//     advertised, posted just before the message and in the channel's order, so the peer
+//     finds the data placed when the message is delivered (RFC 5040 s5.5). The stream layer
+//     (core/stream) places its data this way and says "bytes placed" in the message.
 //
 // Inputs: the application's calls (send, reply, hold, release, delivered), completions
 // (on_send_completed, on_receive_completed), the connection's end, and the time. Outputs, in
@@ -69,6 +73,19 @@
 
 namespace rdma_interop::credit {
 
+// An RDMA Write posted just before a message, in the channel's order (RFC 5040 s5.5: a Send
+// is delivered at the Data Sink only once every RDMA Write posted before it on the stream
+// is placed, so the message may say "the bytes are there"). The octets go from our
+// registered memory straight into the peer's advertised region; the channel copies nothing.
+struct TaggedWrite {
+  std::uint64_t local_addr = 0;  // source, in memory registered with the connection
+  std::uint32_t length = 0;
+  std::uint32_t local_stag = 0;
+  std::uint32_t remote_stag = 0;    // the peer's advertised region
+  std::uint64_t remote_offset = 0;  // its tagged offset (what the peer advertised + offset)
+  friend bool operator==(const TaggedWrite&, const TaggedWrite&) = default;
+};
+
 struct ChannelConfig {
   std::uint32_t max_message = 4096;      // largest payload, octets (the 4-octet header is extra)
   std::uint32_t receive_window = 16;     // data receives kept posted for the peer (1..0xFFFF)
@@ -91,7 +108,8 @@ std::string config_problem(const ChannelConfig& config);
 enum class SendStatus : std::uint8_t {
   kOk,           // queued or posted: it will be delivered unless the connection ends
   kTryAgain,     // the queue is full (the peer is not consuming): nothing queued (EAGAIN)
-  kTooLong,      // payload over the peer's max_message
+  kTooLong,      // payload over the peer's max_message, or a write that can never go (the
+                 // send queue has fewer than two slots data may take)
   kUnknownPeer,  // the connection was closed (or, in the endpoint, no such peer)
   kPeerFailed,   // the connection failed
   kNotHeld,      // reply()/hold()/release(): no such received message, or already answered
@@ -109,6 +127,8 @@ std::string_view state_name(ChannelState s);  // "connecting", "connected", "fai
 struct ChannelAction {
   enum class Type : std::uint8_t {
     kPostSend,   // post send buffer `index`, its first `length` octets, as an RDMA Send
+    kPostWrite,  // post `write` as an RDMA Write in send slot `index` (unsignaled); the
+                 // kPostSend of its message follows it at once
     kPostRecv,   // post receive buffer `index` (its whole size) as a receive
     kDeliver,    // receive buffer `index` holds a message, `payload`, for the application
     kTerminate,  // end the connection with a Terminate carrying `cause` (kFailed follows)
@@ -119,7 +139,8 @@ struct ChannelAction {
   Type type = Type::kPostSend;
   std::uint32_t index = 0;
   std::uint32_t length = 0;
-  bool signaled = true;  // kPostSend: a completion on success too (else only on error)
+  bool signaled = true;  // kPostSend, kPostWrite: a completion on success too (else on error)
+  TaggedWrite write;     // kPostWrite
   std::span<const std::uint8_t> payload;
   wire::TerminateCause cause{};
   std::string detail;
@@ -135,6 +156,8 @@ struct ChannelCounters {
   std::uint64_t refused = 0;        // send() answered kTryAgain
   std::uint64_t messages_sent = 0;  // data messages posted (requests and replies)
   std::uint64_t bytes_sent = 0;     // their payload octets
+  std::uint64_t writes_sent = 0;    // tagged writes posted (each before its message)
+  std::uint64_t bytes_written = 0;  // their octets
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t lost = 0;  // taken by send()/reply() but never posted: the connection ended
@@ -175,7 +198,13 @@ class PeerChannel {
   // --- the application ---
   // Posts the message now if a credit, a send slot and a completion entry are free and
   // nothing waits before it; else queues it, or kTryAgain when send_queue_limit requests wait.
-  SendStatus send(std::span<const std::uint8_t> payload, TimePoint now);
+  // With `write`: the RDMA Write goes just before the message, both or neither. It needs a
+  // second send slot (one data may take: the control slots stay free for credit updates) and
+  // a second completion entry, no credit; it is queued with its message. The Write is
+  // unsignaled (a later completion confirms it, as any unsignaled send); kTooLong when the
+  // send queue has fewer than two data slots, so it could never go.
+  SendStatus send(std::span<const std::uint8_t> payload, TimePoint now,
+                  const std::optional<TaggedWrite>& write = std::nullopt);
   // Answers received message `index` (being delivered or held): before queued requests, may
   // use the reply reserve; its buffer is posted again just before the reply's header is
   // taken, so the reply itself carries the grant. Never kTryAgain for an unanswered message.
@@ -196,8 +225,10 @@ class PeerChannel {
   void on_send_completed(std::uint32_t index, rdmap::WcStatus status, TimePoint now);
   void on_receive_completed(std::uint32_t index, std::uint32_t byte_len, rdmap::WcStatus status,
                             TimePoint now);
-  // The provider refused a kPostSend or kPostRecv this channel asked for: the connection is
-  // broken. Gives back what the post held, and fails.
+  // The provider refused a kPostSend, kPostWrite or kPostRecv this channel asked for: the
+  // connection is broken. Gives back what the post held, and fails. After a refused
+  // kPostWrite the caller must not post the message after it either (the peer would find the
+  // message and not its data): it reports that kPostSend refused too.
   void on_post_refused(const ChannelAction& post, std::string_view why);
 
   // --- the connection's end ---
@@ -228,7 +259,8 @@ class PeerChannel {
   // Empty when the channel's own invariants hold (and the window's), else which is broken:
   // every receive buffer is in exactly one state; outstanding receives == buffers posted;
   // sends outstanding + free send buffers == send buffers; budget reserved == outstanding;
-  // the posting order holds every outstanding send once.
+  // the posting order holds every outstanding send once; writes outstanding == slots they
+  // hold, and with the data messages within the slots data may take.
   std::string broken_invariant() const;
 
  private:
@@ -239,7 +271,12 @@ class PeerChannel {
     kReplying,    // its reply is queued; posted again when the reply is
     kIdle,        // not posted (the connection ended)
   };
-  enum class TxUse : std::uint8_t { kFree, kData, kControl, kUncredited };
+  // kWrite: a tagged write's slot; it holds no credit and no octets of ours.
+  enum class TxUse : std::uint8_t { kFree, kData, kControl, kUncredited, kWrite };
+  struct QueuedRequest {
+    std::vector<std::uint8_t> payload;
+    std::optional<TaggedWrite> write;
+  };
   struct QueuedReply {
     std::vector<std::uint8_t> payload;
     std::uint32_t rx_index = 0;
@@ -255,14 +292,16 @@ class PeerChannel {
   bool post_receive(std::uint32_t index);
   void repost_data(std::uint32_t index);
   bool try_post(std::span<const std::uint8_t> payload, std::optional<std::uint32_t> reply_to,
-                bool new_message);
+                bool new_message, const std::optional<TaggedWrite>& write = std::nullopt);
+  std::uint32_t data_slots() const;
+  std::uint32_t data_room() const;
   bool post_update();
   void post_queued(TimePoint now);
   void end(ChannelState state, std::string detail, bool event);
   void terminate_for(CreditError e);
   void complete_send(std::uint32_t index, rdmap::WcStatus status);
   void confirm_send(std::uint32_t index, rdmap::WcStatus status);
-  void posted_send(std::uint32_t index, ChannelAction& post);
+  void posted_send(std::uint32_t index, ChannelAction& post, bool may_signal = true);
   void complete_receive(std::uint32_t index, std::uint32_t byte_len, rdmap::WcStatus status);
   void note_queue(TimePoint now);
   std::uint32_t held_or_delivering() const;
@@ -284,6 +323,7 @@ class PeerChannel {
   CompletionBudget budget_;
   std::uint32_t outstanding_send_ = 0;
   std::uint32_t outstanding_recv_ = 0;
+  std::uint32_t writes_outstanding_ = 0;  // send slots held by tagged writes
 
   ChannelState state_ = ChannelState::kConnecting;
   std::string detail_;
@@ -292,7 +332,7 @@ class PeerChannel {
   std::uint32_t reply_reserve_ = 0;
   std::vector<Early> early_;  // completions before established()
 
-  std::deque<std::vector<std::uint8_t>> requests_;
+  std::deque<QueuedRequest> requests_;
   std::deque<QueuedReply> replies_;
   bool refused_since_ready_ = false;
   std::optional<TimePoint> waiting_since_;  // the oldest queued message's wait began
@@ -301,6 +341,8 @@ class PeerChannel {
   std::uint64_t refused_ = 0;
   std::uint64_t messages_sent_ = 0;
   std::uint64_t bytes_sent_ = 0;
+  std::uint64_t writes_sent_ = 0;
+  std::uint64_t bytes_written_ = 0;
   std::uint64_t messages_received_ = 0;
   std::uint64_t bytes_received_ = 0;
   std::uint64_t lost_ = 0;

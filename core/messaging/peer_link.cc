@@ -73,7 +73,18 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
     batch.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
     outbox_.clear();
     lock.unlock();
-    for (const ChannelAction& a : batch) carry_out_one(a, sink, refused, unhandled);
+    bool write_refused = false;
+    for (const ChannelAction& a : batch) {
+      if (write_refused && a.type == ChannelAction::Type::kPostSend) {
+        // The message after a refused write says its data is placed: it must not go.
+        refused.emplace_back(a, "the RDMA Write before it was refused");
+        write_refused = false;
+        continue;
+      }
+      const std::size_t before = refused.size();
+      carry_out_one(a, sink, refused, unhandled);
+      write_refused = a.type == ChannelAction::Type::kPostWrite && refused.size() > before;
+    }
     lock.lock();
     for (auto& [a, why] : refused) channel.on_post_refused(a, why);
     for (std::uint32_t index : unhandled) channel.delivered(index, Clock::now());
@@ -94,6 +105,17 @@ void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals
       rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
                        rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)),
                                   a.length, tx_stag_}};
+      wr.signaled = a.signaled;
+      const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
+      if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
+      return;
+    }
+    case ChannelAction::Type::kPostWrite: {
+      // Named like a send (its slot's wr_id): a completion confirms it and what came before.
+      rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kRdmaWrite,
+                       rdmap::Sge{a.write.local_addr, a.write.length, a.write.local_stag}};
+      wr.remote_stag = a.write.remote_stag;
+      wr.remote_addr = a.write.remote_offset;
       wr.signaled = a.signaled;
       const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
       if (err) refused.emplace_back(a, rdmap::post_error_name(*err));

@@ -9,7 +9,9 @@
 // go, by one thread at a time and in the channel's order: carry_out() lets the thread that
 // is posting take what others add meanwhile, so no thread waits for another's sendmsg while
 // holding `mu`. `conn` is used without `mu` by that thread, so it is taken out only once no
-// thread is posting (take_connection()).
+// thread is posting (take_connection()); any other use of `conn` (registering memory)
+// holds `mu`, which keeps it in place. A kPostWrite's message is posted only if the write
+// was: carry_out() refuses it to the channel otherwise.
 #pragma once
 
 #include <condition_variable>
@@ -74,7 +76,8 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // `mu` held, `conn` just set: registers the buffers with the connection.
   void register_buffers();
 
-  // Carries out the channel's actions, in order. Called with `lock` held on `mu`; posts go to
+  // Carries out the channel's actions, in order (a kPostWrite as an RDMA Write from its
+  // slot's wr_id). Called with `lock` held on `mu`; posts go to
   // the provider with it let go, and it is held again on return. If another thread is
   // carrying out this link's actions, ours are left to it.
   void carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink);

@@ -4,6 +4,8 @@
 // invariants and that no Send ever finds the peer's receive queue empty: the condition
 // behind DDP's "no buffer" Terminate (RFC 5041 s7.2, code 0x02), which credits exist to
 // make impossible. The seeded random test drives thousands of interleavings the same way.
+// Tagged writes ride the same send queue: the model places one when it reaches the peer,
+// and a message sent with a write must find its write the last one placed (RFC 5040 s5.5).
 #include "core/credit/peer_channel.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +42,8 @@ struct Side {
   struct Sent {
     std::uint32_t index = 0;
     Bytes octets;
-    bool signaled = true;  // completes on success too (else only when it fails)
+    bool signaled = true;              // completes on success too (else only when it fails)
+    std::optional<TaggedWrite> write;  // an RDMA Write: placed, takes no receive
   };
   std::deque<Sent> sq;  // posted sends not yet on the wire
   std::vector<Bytes> delivered;
@@ -48,14 +51,38 @@ struct Side {
   std::vector<ChannelAction> events;      // ready, failed, closed, terminate
   std::uint32_t refused_posts = 0;        // refuse this many next posts (a broken provider)
   std::vector<ChannelAction> scratch;
+  // Remote offsets of the writes the peer placed here, oldest first.
+  std::vector<std::uint64_t> placed;
+  bool misordered = false;  // a write not followed at once by its message's send
 
-  // Carries out what the channel asked for, as the endpoint does.
+  // Carries out what the channel asked for, as the endpoint does (PeerLink): a refused
+  // write's message is refused too.
   void act() {
     while (ch.has_actions()) {
       ch.take_actions(scratch);
       const std::vector<ChannelAction> todo = scratch;
-      for (const ChannelAction& a : todo) {
+      bool write_refused = false;
+      for (std::size_t k = 0; k < todo.size(); ++k) {
+        const ChannelAction& a = todo[k];
+        if (a.type == Type::kPostWrite &&
+            (k + 1 == todo.size() || todo[k + 1].type != Type::kPostSend)) {
+          misordered = true;
+        }
+        if (write_refused && a.type == Type::kPostSend) {
+          write_refused = false;
+          ch.on_post_refused(a, "its write was refused");
+          continue;
+        }
         switch (a.type) {
+          case Type::kPostWrite:
+            if (refused_posts > 0) {
+              --refused_posts;
+              write_refused = true;
+              ch.on_post_refused(a, "refused by the test");
+            } else {
+              sq.push_back(Sent{a.index, {}, a.signaled, a.write});
+            }
+            break;
           case Type::kPostSend:
           case Type::kPostRecv:
             if (refused_posts > 0) {
@@ -63,12 +90,13 @@ struct Side {
               ch.on_post_refused(a, "refused by the test");
             } else if (a.type == Type::kPostSend) {
               const std::uint8_t* b = ch.send_buffer(a.index);
-              sq.push_back(Sent{a.index, Bytes(b, b + a.length), a.signaled});
+              sq.push_back(Sent{a.index, Bytes(b, b + a.length), a.signaled, std::nullopt});
             } else {
               rq.push_back(a.index);
             }
             break;
           case Type::kDeliver:
+            check_placed(a.payload);
             delivered.emplace_back(a.payload.begin(), a.payload.end());
             delivering.push_back(a.index);
             break;
@@ -77,6 +105,15 @@ struct Side {
         }
       }
     }
+  }
+  // A message "...+w<n>" was sent with the write to offset n: it must be placed by now, and
+  // be the last write placed (nothing comes between a write and its message).
+  void check_placed(std::span<const std::uint8_t> payload) {
+    const std::string text(payload.begin(), payload.end());
+    const auto at = text.find("+w");
+    if (at == std::string::npos) return;
+    const std::uint64_t n = std::stoull(text.substr(at + 2));
+    if (placed.empty() || placed.back() != n) misordered = true;
   }
   bool has_event(Type t) const {
     for (const auto& e : events) {
@@ -109,6 +146,13 @@ struct Pair {
     if (s.sq.empty()) return false;
     Side::Sent m = std::move(s.sq.front());
     s.sq.pop_front();
+    if (m.write) {
+      // Placed in the peer's region; no receive consumed, no completion there.
+      r.placed.push_back(m.write->remote_offset);
+      if (m.signaled) s.ch.on_send_completed(m.index, rdmap::WcStatus::kSuccess, now);
+      s.act();
+      return true;
+    }
     if (r.rq.empty()) {
       overrun = true;
       return true;
@@ -151,6 +195,10 @@ struct Pair {
   ::testing::AssertionResult healthy() const {
     if (overrun) return ::testing::AssertionFailure() << "a Send found no posted receive";
     for (int i = 0; i < 2; ++i) {
+      if (side[i].misordered) {
+        return ::testing::AssertionFailure()
+               << "side " << i << ": a write not right before its message";
+      }
       const std::string broken = side[i].ch.broken_invariant();
       if (!broken.empty()) return ::testing::AssertionFailure() << "side " << i << ": " << broken;
     }
@@ -546,9 +594,115 @@ TEST(PeerChannel, AnswersForUnknownOrSettledMessagesAreClear) {
   EXPECT_EQ(p.side[0].ch.send(Bytes(65, 0), p.now), SendStatus::kTooLong);
 }
 
+TaggedWrite write_to(std::uint64_t remote_offset, std::uint32_t length = 1000) {
+  return TaggedWrite{.local_addr = 0x1000,
+                     .length = length,
+                     .local_stag = 0x100,
+                     .remote_stag = 0x200,
+                     .remote_offset = remote_offset};
+}
+
+TEST(PeerChannel, AWriteGoesRightBeforeItsMessageUnsignaledAndIsPlacedWhenItIsDelivered) {
+  Pair p(config(16, 100));  // 16 data slots: every 8th send is signaled
+  Side& a = p.side[0];
+  for (int i = 0; i < 7; ++i) ASSERT_EQ(a.ch.send(bytes_of("x"), p.now), SendStatus::kOk);
+  ASSERT_EQ(a.ch.send(bytes_of("placed+w7"), p.now, write_to(7)), SendStatus::kOk);
+  a.act();
+  ASSERT_EQ(a.sq.size(), 9u);
+  const Side::Sent& w = a.sq[7];
+  const Side::Sent& m = a.sq[8];
+  ASSERT_TRUE(w.write.has_value());
+  EXPECT_EQ(*w.write, write_to(7));
+  EXPECT_FALSE(w.signaled) << "the eighth in the run, but a write is never signaled";
+  EXPECT_FALSE(m.write.has_value());
+  EXPECT_TRUE(m.signaled) << "its message follows the usual rule: the run reached 8";
+  const ChannelCounters c = a.ch.counters(p.now);
+  EXPECT_EQ(c.writes_sent, 1u);
+  EXPECT_EQ(c.bytes_written, 1000u);
+  EXPECT_EQ(c.messages_sent, 8u);
+  EXPECT_EQ(c.budget.send_reserved, 9u) << "a message and its write: two entries";
+  EXPECT_EQ(c.credit.data_slots_in_use, 8u) << "the write holds no credit";
+  ASSERT_TRUE(p.healthy());
+  p.settle();
+  ASSERT_TRUE(p.healthy());
+  EXPECT_EQ(p.side[1].placed, std::vector<std::uint64_t>{7});
+  ASSERT_EQ(p.side[1].delivered.size(), 8u);
+  EXPECT_EQ(p.side[1].delivered.back(), bytes_of("placed+w7"));
+  EXPECT_EQ(a.ch.counters(p.now).budget.send_reserved, 0u)
+      << "the signaled message confirmed its write and everything before";
+}
+
+TEST(PeerChannel, AWriteNeedsTwoSlotsDataMayTakeAndWaitsForThem) {
+  ChannelConfig c = config(16, 100);
+  c.send_queue_depth = 6;  // 4 data slots, 2 for credit updates
+  Pair p(c);
+  Side& a = p.side[0];
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a.ch.send(bytes_of("x"), p.now), SendStatus::kOk);
+  ASSERT_EQ(a.ch.send(bytes_of("late+w1"), p.now, write_to(1)), SendStatus::kOk);
+  a.act();
+  EXPECT_EQ(a.sq.size(), 3u) << "one data slot left: neither goes, not even the message";
+  EXPECT_EQ(a.ch.counters(p.now).queued, 1u);
+  EXPECT_EQ(a.ch.counters(p.now).writes_sent, 0u);
+  ASSERT_TRUE(p.healthy());
+  p.settle();
+  ASSERT_TRUE(p.healthy());
+  EXPECT_EQ(p.side[1].placed, std::vector<std::uint64_t>{1});
+  ASSERT_EQ(p.side[1].delivered.size(), 4u);
+  EXPECT_EQ(p.side[1].delivered.back(), bytes_of("late+w1"));
+
+  ChannelConfig narrow = config(4);
+  narrow.send_queue_depth = 3;  // one data slot: a write could never go
+  Pair q(narrow);
+  EXPECT_EQ(q.side[0].ch.send(bytes_of("x"), q.now, write_to(0)), SendStatus::kTooLong);
+  EXPECT_EQ(q.side[0].ch.send(bytes_of("x"), q.now), SendStatus::kOk);
+}
+
+TEST(PeerChannel, AWriteWithoutACreditForItsMessageIsQueuedAndPostedWithItLater) {
+  Pair p(config(2, 100));  // one credit for requests, the other is the reply reserve
+  Side& a = p.side[0];
+  ASSERT_EQ(a.ch.send(bytes_of("first"), p.now), SendStatus::kOk);
+  ASSERT_EQ(a.ch.send(bytes_of("second+w5"), p.now, write_to(5, 4096)), SendStatus::kOk);
+  a.act();
+  ASSERT_EQ(a.sq.size(), 1u) << "no credit for the message: its write waits with it";
+  EXPECT_FALSE(a.sq.front().write.has_value());
+  EXPECT_EQ(a.ch.counters(p.now).queued, 1u);
+  EXPECT_EQ(a.ch.counters(p.now).writes_sent, 0u);
+  ASSERT_TRUE(p.deliver_one(0));
+  EXPECT_TRUE(p.side[1].placed.empty());
+  p.settle();
+  ASSERT_TRUE(p.healthy());
+  EXPECT_EQ(p.side[1].placed, std::vector<std::uint64_t>{5});
+  ASSERT_EQ(p.side[1].delivered.size(), 2u);
+  EXPECT_EQ(p.side[1].delivered[1], bytes_of("second+w5"));
+  EXPECT_EQ(a.ch.counters(p.now).bytes_written, 4096u);
+}
+
+TEST(PeerChannel, ARefusedWriteFailsThePeerAndItsMessageNeverGoes) {
+  Pair p(config(4, 100));
+  Side& a = p.side[0];
+  a.refused_posts = 1;
+  ASSERT_EQ(a.ch.send(bytes_of("x+w3"), p.now, write_to(3)), SendStatus::kOk);
+  a.act();
+  EXPECT_TRUE(a.sq.empty()) << "the message after a refused write is refused too";
+  EXPECT_EQ(a.ch.state(), ChannelState::kFailed);
+  EXPECT_NE(a.ch.detail().find("refused a write"), std::string::npos) << a.ch.detail();
+  ASSERT_TRUE(a.has_event(Type::kFailed));
+  const ChannelCounters c = a.ch.counters(p.now);
+  EXPECT_EQ(c.writes_sent, 0u);
+  EXPECT_EQ(c.bytes_written, 0u);
+  EXPECT_EQ(c.messages_sent, 0u);
+  EXPECT_EQ(c.lost, 1u);
+  EXPECT_EQ(c.budget.send_reserved, 0u);
+  EXPECT_EQ(a.ch.outstanding(), a.ch.receive_buffers());
+  EXPECT_TRUE(a.ch.broken_invariant().empty()) << a.ch.broken_invariant();
+  EXPECT_EQ(a.ch.send(bytes_of("y"), p.now, write_to(4)), SendStatus::kPeerFailed);
+  EXPECT_EQ(type_name(Type::kPostWrite), "post_write");
+}
+
 // Random interleavings: sends, replies, holds, releases, deliveries and flushes in any order,
 // on both sides; the invariants after every step, no receive queue ever found empty, every
-// message delivered once and in order. Then, all let go, everything queued gets through.
+// message delivered once and in order, every write placed right before its message. Then,
+// all let go, everything queued gets through.
 class PeerChannelRandom : public ::testing::TestWithParam<std::uint32_t> {};
 
 TEST_P(PeerChannelRandom, KeepsEveryInvariantAndNeverOverrunsAReceiveQueue) {
@@ -569,8 +723,13 @@ TEST_P(PeerChannelRandom, KeepsEveryInvariantAndNeverOverrunsAReceiveQueue) {
     switch (pick(7)) {
       case 0:
       case 1: {
-        const std::string text = std::to_string(i) + ":" + std::to_string(sent[i]);
-        const SendStatus st = s.ch.send(bytes_of(text), p.now);
+        // One send in three carries a write: offset n goes with message n ("+w<n>").
+        const bool with_write = pick(3) == 0;
+        const std::string text = std::to_string(i) + ":" + std::to_string(sent[i]) +
+                                 (with_write ? "+w" + std::to_string(sent[i]) : "");
+        const SendStatus st =
+            with_write ? s.ch.send(bytes_of(text), p.now, write_to(sent[i], 1 + pick(5000)))
+                       : s.ch.send(bytes_of(text), p.now);
         if (st == SendStatus::kOk) ++sent[i];
         ASSERT_TRUE(st == SendStatus::kOk || st == SendStatus::kTryAgain) << status_name(st);
         break;
@@ -611,8 +770,9 @@ TEST_P(PeerChannelRandom, KeepsEveryInvariantAndNeverOverrunsAReceiveQueue) {
     for (const Bytes& m : p.side[i].delivered) {
       const std::string text(m.begin(), m.end());
       if (text == "reply") continue;
-      EXPECT_EQ(text, std::to_string(1 - i) + ":" + std::to_string(expect))
-          << "seed " << GetParam();
+      const std::string plain = std::to_string(1 - i) + ":" + std::to_string(expect);
+      EXPECT_TRUE(text == plain || text == plain + "+w" + std::to_string(expect))
+          << "seed " << GetParam() << ": " << text;
       ++expect;
     }
     const ChannelCounters c = p.side[1 - i].ch.counters(p.now);
