@@ -364,6 +364,8 @@ void bind_counters(py::module_& m) {
       .def_readonly("refused", &PeerStats::refused)
       .def_readonly("messages_sent", &PeerStats::messages_sent)
       .def_readonly("bytes_sent", &PeerStats::bytes_sent)
+      .def_readonly("writes_sent", &PeerStats::writes_sent)
+      .def_readonly("bytes_written", &PeerStats::bytes_written)
       .def_readonly("messages_received", &PeerStats::messages_received)
       .def_readonly("bytes_received", &PeerStats::bytes_received)
       .def_readonly("lost", &PeerStats::lost)

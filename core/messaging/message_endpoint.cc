@@ -492,13 +492,14 @@ Expected<PeerId, ConnectError> MessageEndpoint::accept(transport::PendingConnect
       });
 }
 
-SendStatus MessageEndpoint::send(PeerId peer, std::span<const std::uint8_t> payload) {
+SendStatus MessageEndpoint::send(PeerId peer, std::span<const std::uint8_t> payload,
+                                 const std::optional<credit::TaggedWrite>& write) {
   State& s = *state_;
   State::ApiCall call(s);
   auto p = s.find(peer);
   if (!p) return SendStatus::kUnknownPeer;
   std::unique_lock lock(p->mu);
-  const SendStatus status = p->channel.send(payload, Clock::now());
+  const SendStatus status = p->channel.send(payload, Clock::now(), write);
   p->carry_out(lock, s.handlers);
   return status;
 }
@@ -547,6 +548,36 @@ SendStatus MessageEndpoint::release(MessageId message) {
   return status;
 }
 
+Expected<std::uint32_t, std::string> MessageEndpoint::register_memory(
+    PeerId peer, std::span<std::uint8_t> region, std::uint32_t access) {
+  auto p = state_->find(peer);
+  if (!p) return unexpected(std::string("no such peer"));
+  // `mu` keeps `conn` where it is: only take_connection() moves it, under `mu`.
+  std::lock_guard lock(p->mu);
+  if (!p->conn || p->channel.state() != ChannelState::kConnected) {
+    return unexpected("the peer is " + std::string(state_name(p->channel.state())));
+  }
+  const std::uint32_t stag = p->conn->register_memory(region.data(), region.size(), access);
+  if (stag == 0) return unexpected(std::string("the provider refused to register the memory"));
+  return stag;
+}
+
+void MessageEndpoint::deregister_memory(PeerId peer, std::uint32_t stag) {
+  auto p = state_->find(peer);
+  if (!p) return;
+  std::lock_guard lock(p->mu);
+  if (p->conn) (void)p->conn->deregister_memory(stag);
+}
+
+std::optional<std::uint64_t> MessageEndpoint::tagged_offset(PeerId peer, std::uint32_t stag,
+                                                            const void* addr) const {
+  auto p = state_->find(peer);
+  if (!p) return std::nullopt;
+  std::lock_guard lock(p->mu);
+  if (!p->conn) return std::nullopt;
+  return p->conn->tagged_offset(stag, addr);
+}
+
 void MessageEndpoint::close_peer(PeerId peer, Millis timeout) {
   State& s = *state_;
   State::ApiCall call(s);
@@ -585,6 +616,8 @@ std::optional<PeerStats> MessageEndpoint::stats(PeerId peer) const {
   st.refused = c.refused;
   st.messages_sent = c.messages_sent;
   st.bytes_sent = c.bytes_sent;
+  st.writes_sent = c.writes_sent;
+  st.bytes_written = c.bytes_written;
   st.messages_received = c.messages_received;
   st.bytes_received = c.bytes_received;
   st.lost = c.lost;

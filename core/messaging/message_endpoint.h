@@ -123,6 +123,8 @@ struct PeerStats {
   std::uint64_t refused = 0;        // send() returned kTryAgain
   std::uint64_t messages_sent = 0;  // data messages posted (requests and replies)
   std::uint64_t bytes_sent = 0;     // their payload octets
+  std::uint64_t writes_sent = 0;    // tagged writes posted, each before its message
+  std::uint64_t bytes_written = 0;  // their octets
   std::uint64_t messages_received = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t lost = 0;  // accepted by send()/reply() but never posted: the connection ended
@@ -171,8 +173,14 @@ class MessageEndpoint {
                                                    std::string name,
                                                    std::vector<std::uint8_t> private_data = {});
 
-  // Queues (or posts at once) one message to `peer`. Never blocks.
-  SendStatus send(PeerId peer, std::span<const std::uint8_t> payload);
+  // Queues (or posts at once) one message to `peer`. Never blocks. With `write`, an RDMA
+  // Write into a region the peer advertised goes just before the message, both or neither
+  // (credit::PeerChannel::send): when the peer's handler gets the message, the write's
+  // octets are placed (RFC 5040 s5.5). Its source must stay registered (register_memory)
+  // and unchanged until the peer has said it took them; a write the peer's region refuses
+  // ends the connection with the peer's Terminate (PeerStats::terminate_received).
+  SendStatus send(PeerId peer, std::span<const std::uint8_t> payload,
+                  const std::optional<credit::TaggedWrite>& write = std::nullopt);
   // Waits up to `timeout` until send() to `peer` would not return kTryAgain. False on timeout
   // or when the peer is gone.
   bool wait_ready(PeerId peer, transport::Millis timeout);
@@ -185,6 +193,24 @@ class MessageEndpoint {
   SendStatus hold(MessageId message);
   // Gives a held message's buffer back without replying.
   SendStatus release(MessageId message);
+
+  // Memory on `peer`'s connection, for tagged writes (a stream's rings): registered with
+  // `access` (rdmap::Access bits: kLocalWrite for a write's source, kRemoteWrite for a
+  // region the peer writes into), its STag returned. An error when the peer is unknown, not
+  // connected (still in setup, failed, closed) or the provider refuses. The region must
+  // stay valid until deregister_memory() or the peer's end, and the peer may write into a
+  // kRemoteWrite region at any time until then. Taken under the peer's lock: the
+  // connection cannot be taken away meanwhile (peer_link.h).
+  Expected<std::uint32_t, std::string> register_memory(PeerId peer, std::span<std::uint8_t> region,
+                                                       std::uint32_t access);
+  // Gives the STag up; nothing when the peer or the STag is gone. A write still in flight
+  // from or into it fails.
+  void deregister_memory(PeerId peer, std::uint32_t stag);
+  // The tagged offset the peer names the octet at `addr` of region `stag` by, to advertise
+  // with the STag (transport::Connection::tagged_offset); nullopt for an unknown peer or
+  // STag, or an address outside the region.
+  std::optional<std::uint64_t> tagged_offset(PeerId peer, std::uint32_t stag,
+                                             const void* addr) const;
 
   // Ends one peer's connection (orderly close); its queued messages are counted lost.
   void close_peer(PeerId peer, transport::Millis timeout);

@@ -4,7 +4,9 @@
 // "no buffer" while the others carry on (its held messages released and counted), a peer
 // that closes in order reported closed, peers without credit parameters refused, and the
 // execution model: no thread of the endpoint's own, handlers on the thread that read the
-// message and never inside the application's own call.
+// message and never inside the application's own call. A message sent with a tagged RDMA
+// Write finds the write's octets placed when its handler runs (RFC 5040 s5.5); a write
+// beyond the peer's region gets the peer's Terminate and fails only that connection.
 #include "core/messaging/message_endpoint.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "core/credit/credit_params.h"
+#include "core/rdmap/memory_registry.h"
 #include "core/transport/provider.h"
 #include "core/wire/iwarp_constants.h"
 #include "eventually.h"
@@ -651,6 +654,125 @@ TEST_F(MessageEndpointTest, APeerThatClosesInOrderIsReportedClosedNotFailed) {
   EXPECT_EQ(st.state, PeerState::kClosed);
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(server.send(pair.server_side, numbered(2)), SendStatus::kUnknownPeer);
+}
+
+// The receiver advertises a region (its STag and tagged offset, as the stream layer's
+// ring); the sender writes into it with its message.
+struct Advertised {
+  std::vector<std::uint8_t> region;
+  std::uint32_t stag = 0;
+  std::uint64_t offset = 0;
+};
+
+Advertised advertise(MessageEndpoint& receiver, PeerId peer, std::size_t size) {
+  Advertised a;
+  a.region.assign(size, 0);
+  auto stag = receiver.register_memory(peer, a.region, rdmap::kRemoteWrite);
+  EXPECT_TRUE(stag.has_value()) << (stag ? "" : stag.error());
+  a.stag = stag ? *stag : 0;
+  const auto to = receiver.tagged_offset(peer, a.stag, a.region.data());
+  EXPECT_TRUE(to.has_value());
+  a.offset = to.value_or(0);
+  return a;
+}
+
+std::vector<std::uint8_t> pattern(std::size_t size) {
+  std::vector<std::uint8_t> v(size);
+  for (std::size_t i = 0; i < size; ++i) v[i] = static_cast<std::uint8_t>((i * 7 + i / 251) & 0xFF);
+  return v;
+}
+
+TEST_F(MessageEndpointTest, AMessageWithATaggedWriteFindsTheWritePlacedWhenItIsDelivered) {
+  constexpr std::size_t kSize = 64 * 1024;
+  const std::vector<std::uint8_t> expected = pattern(kSize);
+  Advertised ring;  // before the server: its handler reads it
+  std::promise<bool> placed_at_delivery;
+  MessageEndpoint server(small_config());
+  server.on_message([&](const Message& m) {
+    if (number_of(m.payload) == 7) placed_at_delivery.set_value(ring.region == expected);
+  });
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  ring = advertise(server, pair.server_side, kSize);
+
+  std::vector<std::uint8_t> source = expected;
+  auto lstag = client.register_memory(pair.client_side, source, rdmap::kLocalWrite);
+  ASSERT_TRUE(lstag.has_value()) << lstag.error();
+  const credit::TaggedWrite write{.local_addr = reinterpret_cast<std::uint64_t>(source.data()),
+                                  .length = kSize,
+                                  .local_stag = *lstag,
+                                  .remote_stag = ring.stag,
+                                  .remote_offset = ring.offset};
+  ASSERT_EQ(client.send(pair.client_side, numbered(7), write), SendStatus::kOk);
+  auto fut = placed_at_delivery.get_future();
+  ASSERT_EQ(fut.wait_for(kWait), std::future_status::ready);
+  EXPECT_TRUE(fut.get()) << "the message came before its write's octets";
+
+  const auto cs = *client.stats(pair.client_side);
+  EXPECT_EQ(cs.writes_sent, 1u);
+  EXPECT_EQ(cs.bytes_written, kSize);
+  EXPECT_EQ(cs.messages_sent, 1u);
+  EXPECT_EQ(cs.state, PeerState::kConnected);
+  // More writes into the same ring, then plain messages: the writes' slots come back.
+  for (std::uint32_t i = 0; i < 50; ++i) {
+    SendStatus st;
+    while ((st = client.send(pair.client_side, numbered(100 + i), write)) ==
+           SendStatus::kTryAgain) {
+      ASSERT_TRUE(client.wait_ready(pair.client_side, kWait));
+    }
+    ASSERT_EQ(st, SendStatus::kOk);
+  }
+  EXPECT_TRUE(eventually([&] { return server.stats(pair.server_side)->messages_received == 51; }));
+  EXPECT_EQ(client.stats(pair.client_side)->writes_sent, 51u);
+  client.deregister_memory(pair.client_side, *lstag);
+  server.deregister_memory(pair.server_side, ring.stag);
+  EXPECT_FALSE(client.register_memory(9999, source, rdmap::kLocalWrite).has_value());
+  EXPECT_EQ(client.tagged_offset(9999, *lstag, source.data()), std::nullopt);
+}
+
+TEST_F(MessageEndpointTest, AWriteBeyondThePeersRegionGetsItsTerminateAndFailsThatPeerOnly) {
+  std::promise<std::string> failed;
+  MessageEndpoint server(small_config());
+  MessageEndpoint client(small_config());
+  client.on_failure([&](PeerId, const std::string& why) { failed.set_value(why); });
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  const Advertised ring = advertise(server, pair.server_side, 4096);
+
+  std::vector<std::uint8_t> source = pattern(8192);
+  auto lstag = client.register_memory(pair.client_side, source, rdmap::kLocalWrite);
+  ASSERT_TRUE(lstag.has_value()) << lstag.error();
+  const credit::TaggedWrite write{.local_addr = reinterpret_cast<std::uint64_t>(source.data()),
+                                  .length = 8192,
+                                  .local_stag = *lstag,
+                                  .remote_stag = ring.stag,
+                                  .remote_offset = ring.offset};
+  ASSERT_EQ(client.send(pair.client_side, numbered(1), write), SendStatus::kOk);
+  auto fut = failed.get_future();
+  ASSERT_EQ(fut.wait_for(kWait), std::future_status::ready);
+  EXPECT_FALSE(fut.get().empty());
+  const auto cs = *client.stats(pair.client_side);
+  EXPECT_EQ(cs.state, PeerState::kFailed);
+  ASSERT_TRUE(cs.terminate_received.has_value()) << cs.detail;
+  // RFC 5041 s7.2: a tagged placement outside the region is a DDP tagged buffer error,
+  // base or bounds violation.
+  EXPECT_EQ(cs.terminate_received->cause.layer, wire::TermLayer::kDdp);
+  EXPECT_EQ(cs.terminate_received->cause.etype, wire::kDdpEtypeTaggedBuffer);
+  EXPECT_EQ(cs.terminate_received->cause.code, wire::kDdpTaggedCodeBaseOrBounds);
+  EXPECT_TRUE(
+      eventually([&] { return server.stats(pair.server_side)->state == PeerState::kFailed; }));
+  EXPECT_EQ(server.stats(pair.server_side)->messages_received, 0u)
+      << "the message after the refused write is never delivered";
+  EXPECT_EQ(client.send(pair.client_side, numbered(2), write), SendStatus::kPeerFailed);
+  EXPECT_FALSE(client.register_memory(pair.client_side, source, rdmap::kLocalWrite).has_value())
+      << "no registration on a failed peer";
+  // A write already on the wire when its message was refused (the Terminate came between
+  // the two posts) is unsignaled and completes nowhere, as any unsignaled send on a failed
+  // connection: its entry comes back when the peer is dropped.
+  client.close_peer(pair.client_side, 2000ms);
+  const auto b = client.endpoint_stats().budget;
+  EXPECT_EQ(b.send_reserved + b.receive_reserved, 0u);
 }
 
 }  // namespace

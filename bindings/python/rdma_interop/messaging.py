@@ -140,6 +140,8 @@ class PeerStats:
     refused: int  # sends that said TRY_AGAIN
     messages_sent: int
     bytes_sent: int
+    writes_sent: int  # tagged RDMA Writes posted, each before its message
+    bytes_written: int
     messages_received: int
     bytes_received: int
     lost: int  # accepted by send/reply but never posted: the connection ended first
@@ -160,6 +162,7 @@ class PeerStats:
             credit=core.credit, queued=core.queued,
             replies_queued=core.replies_queued, held=core.held, refused=core.refused,
             messages_sent=core.messages_sent, bytes_sent=core.bytes_sent,
+            writes_sent=core.writes_sent, bytes_written=core.bytes_written,
             messages_received=core.messages_received, bytes_received=core.bytes_received,
             lost=core.lost, held_released=core.held_released, stalled_ms=core.stalled_ms,
             local_address=core.local_address, peer_address=core.peer_address,
