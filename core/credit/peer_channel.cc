@@ -223,7 +223,8 @@ SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint no
     return SendStatus::kTryAgain;
   }
   note_queue(now);
-  requests_.push_back(QueuedRequest{std::vector<std::uint8_t>(payload.begin(), payload.end()), write});
+  requests_.push_back(
+      QueuedRequest{std::vector<std::uint8_t>(payload.begin(), payload.end()), write});
   return SendStatus::kOk;
 }
 

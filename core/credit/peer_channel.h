@@ -78,7 +78,7 @@ namespace rdma_interop::credit {
 // is placed, so the message may say "the bytes are there"). The octets go from our
 // registered memory straight into the peer's advertised region; the channel copies nothing.
 struct TaggedWrite {
-  std::uint64_t local_addr = 0;     // source, in memory registered with the connection
+  std::uint64_t local_addr = 0;  // source, in memory registered with the connection
   std::uint32_t length = 0;
   std::uint32_t local_stag = 0;
   std::uint32_t remote_stag = 0;    // the peer's advertised region

@@ -570,7 +570,7 @@ void MessageEndpoint::deregister_memory(PeerId peer, std::uint32_t stag) {
 }
 
 std::optional<std::uint64_t> MessageEndpoint::tagged_offset(PeerId peer, std::uint32_t stag,
-                                                           const void* addr) const {
+                                                            const void* addr) const {
   auto p = state_->find(peer);
   if (!p) return std::nullopt;
   std::lock_guard lock(p->mu);

@@ -328,7 +328,8 @@ def peer_channel_corpus():
     # [window][control][queue depth][queue limit][reserve][flags] then one-octet operations
     # (peer_channel_fuzzer.cc): 0 a peer message (length, octets), 1 send (length), 2 reply,
     # 3 hold, 4 release, 5 a send completes (flushed bit), 6 flush, 7 refuse the next post,
-    # 8 closed or failed, 9 a receive completes in error, 10 delivered.
+    # 8 closed or failed, 9 a receive completes in error, 10 delivered, 11 send with a tagged
+    # write (length, write length / 97).
     def header(control=False, returned=0, grant=0):
         return bytes([0x10 | (0x01 if control else 0), returned]) + be16(grant)
     def message(octets):
@@ -346,6 +347,8 @@ def peer_channel_corpus():
         "refused_post": config + b"\x07\x01\x04",
         "peer_closes_with_held": config + message(header() + b"a") + b"\x03\x00\x08\x00\x04\x00",
         "rogue_ignores_credits": bytes([3, 0, 1, 4, 1, 7]) + b"\x01\x04" * 8,
+        "writes_until_queued": config + b"\x0b\x08\x0a" * 4 + b"\x05\x00\x06",
+        "refused_write": config + b"\x07\x0b\x08\x0a\x06",
     }
 
 

@@ -2,11 +2,11 @@
 // peer_channel.h) facing a peer that lies: whatever octets it sends as messages (credit
 // headers that grant what was never posted, return what was never used, claim control with a
 // payload), completions in any order and status, posts the provider refuses, and the
-// application's calls in any order.
+// application's calls in any order, tagged writes among its sends.
 //
 // Input: [window][control][queue depth][queue limit][reserve][flags] then operations, one
 // octet each:
-//   op % 11 == 0: a message from the peer into the oldest posted receive buffer: the next
+//   op % 12 == 0: a message from the peer into the oldest posted receive buffer: the next
 //                 octet is its length, then its octets (none posted: the provider's own
 //                 DDP "no buffer", not the channel's business: skipped)
 //   1: send (next octet: payload length)     2: reply to a message with the application
@@ -16,9 +16,11 @@
 //   6: flush                                 7: the next post is refused
 //   8: the peer closes in order, or the connection fails (next octet's low bit)
 //   9: a posted receive completes in error  10: the application is done with one (delivered)
+//  11: send with a tagged write (next octets: payload length, write length / 97)
 // Invariants: broken_invariant() is empty after every call; a delivered payload lies inside
 // the channel's receive memory; no more work requests outstanding than buffers; after an
-// end, nothing more is posted.
+// end, nothing more is posted; a write is unsignaled and followed at once by its message's
+// send, and a refused write's message is refused too (as PeerLink does).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -61,8 +63,28 @@ struct Harness {
     while (ch.has_actions()) {
       ch.take_actions(actions);
       const std::vector<ChannelAction> todo = actions;
-      for (const ChannelAction& a : todo) {
+      bool write_refused = false;
+      for (std::size_t k = 0; k < todo.size(); ++k) {
+        const ChannelAction& a = todo[k];
+        if (write_refused && a.type == Type::kPostSend) {
+          write_refused = false;
+          ch.on_post_refused(a, "its write was refused");
+          continue;
+        }
         switch (a.type) {
+          case Type::kPostWrite:
+            fuzz_check(!ended_before, "a write after the channel ended");
+            fuzz_check(!a.signaled, "a signaled write");
+            fuzz_check(k + 1 < todo.size() && todo[k + 1].type == Type::kPostSend,
+                       "a write not followed at once by its message");
+            if (refuse_next) {
+              refuse_next = false;
+              write_refused = true;
+              ch.on_post_refused(a, "refused by the fuzzer");
+            } else {
+              sq.push_back(Posted{a.index, a.signaled});
+            }
+            break;
           case Type::kPostSend:
           case Type::kPostRecv:
             fuzz_check(!ended_before, "a post after the channel ended");
@@ -127,7 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint8_t scratch[256] = {};
   while (!in.empty()) {
     const bool ended_before = h.ended();
-    switch (in.u8() % 11) {
+    switch (in.u8() % 12) {
       case 0: {
         const auto message = in.take(in.u8());
         if (h.rq.empty()) break;
@@ -205,6 +227,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           h.forget_app(idx);
         }
         break;
+      case 11: {
+        const std::uint8_t length = in.u8();
+        const TaggedWrite write{.local_addr = 0x1000,
+                                .length = std::uint32_t{in.u8()} * 97,
+                                .local_stag = 0x100,
+                                .remote_stag = 0x200,
+                                .remote_offset = length};
+        (void)h.ch.send(std::span<const std::uint8_t>(scratch, length % 80), h.now, write);
+        break;
+      }
     }
     h.now += std::chrono::milliseconds(1);
     h.act(ended_before);

@@ -196,6 +196,7 @@ def test_messages_flow_both_ways_in_order(node, link) -> None:
     assert sa.state is PeerState.CONNECTED and sa.name == "b" and sb.name == "a"
     assert sa.messages_sent == sb.messages_received == count
     assert sa.bytes_sent == sb.bytes_received == sum(100 + i for i in range(count))
+    assert sa.writes_sent == sa.bytes_written == 0  # no tagged writes from Python
     assert sa.credit.sent == sb.credit.received == count
     assert sa.local_address == sb.peer_address and sa.peer_address == sb.local_address
     # Every buffer comes back once every message is consumed.

@@ -42,7 +42,7 @@ struct Side {
   struct Sent {
     std::uint32_t index = 0;
     Bytes octets;
-    bool signaled = true;  // completes on success too (else only when it fails)
+    bool signaled = true;              // completes on success too (else only when it fails)
     std::optional<TaggedWrite> write;  // an RDMA Write: placed, takes no receive
   };
   std::deque<Sent> sq;  // posted sends not yet on the wire
@@ -196,7 +196,8 @@ struct Pair {
     if (overrun) return ::testing::AssertionFailure() << "a Send found no posted receive";
     for (int i = 0; i < 2; ++i) {
       if (side[i].misordered) {
-        return ::testing::AssertionFailure() << "side " << i << ": a write not right before its message";
+        return ::testing::AssertionFailure()
+               << "side " << i << ": a write not right before its message";
       }
       const std::string broken = side[i].ch.broken_invariant();
       if (!broken.empty()) return ::testing::AssertionFailure() << "side " << i << ": " << broken;
@@ -594,8 +595,11 @@ TEST(PeerChannel, AnswersForUnknownOrSettledMessagesAreClear) {
 }
 
 TaggedWrite write_to(std::uint64_t remote_offset, std::uint32_t length = 1000) {
-  return TaggedWrite{.local_addr = 0x1000, .length = length, .local_stag = 0x100,
-                     .remote_stag = 0x200, .remote_offset = remote_offset};
+  return TaggedWrite{.local_addr = 0x1000,
+                     .length = length,
+                     .local_stag = 0x100,
+                     .remote_stag = 0x200,
+                     .remote_offset = remote_offset};
 }
 
 TEST(PeerChannel, AWriteGoesRightBeforeItsMessageUnsignaledAndIsPlacedWhenItIsDelivered) {
