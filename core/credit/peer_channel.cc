@@ -459,11 +459,15 @@ void PeerChannel::end(ChannelState state, std::string detail, bool announce) {
 }
 
 void PeerChannel::terminate_for(CreditError e) {
+  terminate(cause_for(e), "peer broke the credit protocol: " + std::string(describe(e)) + " (" +
+                              std::string(error_name(e)) + ")");
+}
+
+void PeerChannel::terminate(const wire::TerminateCause& cause, std::string detail) {
+  if (state_ == ChannelState::kFailed || state_ == ChannelState::kClosed) return;
   ChannelAction a = event(ChannelAction::Type::kTerminate);
-  a.cause = cause_for(e);
-  a.detail = "peer broke the credit protocol: " + std::string(describe(e)) + " (" +
-             std::string(error_name(e)) + ")";
-  std::string detail = a.detail;
+  a.cause = cause;
+  a.detail = detail;
   actions_.push_back(std::move(a));
   fail(std::move(detail));
 }

@@ -236,6 +236,9 @@ class PeerChannel {
   void peer_closed(std::string detail);
   // The connection failed (reset, Terminate, an error completion): kFailed with `detail`.
   void fail(std::string detail);
+  // The application found the peer breaking its own protocol (the ULP above this channel):
+  // the connection ends with a Terminate carrying `cause` (kTerminate, then kFailed).
+  void terminate(const wire::TerminateCause& cause, std::string detail);
   // The application closes it: kClosed, queued messages lost, no event.
   void close();
 

@@ -504,6 +504,17 @@ SendStatus MessageEndpoint::send(PeerId peer, std::span<const std::uint8_t> payl
   return status;
 }
 
+void MessageEndpoint::terminate_peer(PeerId peer, const wire::TerminateCause& cause,
+                                     std::string detail) {
+  State& s = *state_;
+  State::ApiCall call(s);
+  auto p = s.find(peer);
+  if (!p) return;
+  std::unique_lock lock(p->mu);
+  p->channel.terminate(cause, std::move(detail));
+  p->carry_out(lock, s.handlers);
+}
+
 bool MessageEndpoint::wait_ready(PeerId peer, Millis timeout) {
   auto p = state_->find(peer);
   if (!p) return false;

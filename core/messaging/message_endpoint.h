@@ -212,6 +212,11 @@ class MessageEndpoint {
   std::optional<std::uint64_t> tagged_offset(PeerId peer, std::uint32_t stag,
                                              const void* addr) const;
 
+  // The application found `peer` breaking the protocol above the messages: its connection
+  // ends with a Terminate carrying `cause` (the peer's failure handler runs with `detail`).
+  // Safe from a handler.
+  void terminate_peer(PeerId peer, const wire::TerminateCause& cause, std::string detail);
+
   // Ends one peer's connection (orderly close); its queued messages are counted lost.
   void close_peer(PeerId peer, transport::Millis timeout);
 

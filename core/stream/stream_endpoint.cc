@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "core/rdmap/memory_registry.h"
+#include "core/wire/iwarp_constants.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -211,8 +212,13 @@ void StreamEndpoint::process(Session& s) {
           break;
         case SessionOutput::Type::kFailed:
           // The peer broke the stream protocol: every stream of the session has failed (the
-          // engine says so); the connection goes when the endpoint closes.
+          // engine says so), and the connection ends with the Terminate RDMAP gives an error
+          // of the layer above it: remote operation error, unspecified (RFC 5040 s7.4).
           s.ended = true;
+          channel_.terminate_peer(s.id,
+                                  {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                   wire::kRdmapCodeUnspecified},
+                                  "the peer broke the stream protocol: " + o.detail);
           break;
       }
     }

@@ -373,6 +373,7 @@ UpgradeClient::UpgradeClient(Offer offer, ClientOptions options, TimePoint now)
       offer_sent_at_(now) {}
 
 std::vector<std::uint8_t> UpgradeClient::take_output() {
+  if (decision_) out_.clear();
   offer_taken_ = true;
   return std::exchange(out_, {});
 }

@@ -108,14 +108,18 @@
 // its identification does not (SSH, RFC 4253 s4.2: the server disconnects on a bad version
 // string) and neither does one that glues them to the next request. Only the application
 // knows its server, so keeping is the driver's option, off unless the application asks;
-// reconnecting without an OFFER is always safe. The cache is what keeps the price to once:
-// after one plain_peer, connects to that address go out without an OFFER until the entry
-// expires, so a plain server sees at most one OFFER per expiry period, and a server later
-// replaced by one of ours is found again once the entry has expired.
+// reconnecting without an OFFER is always safe. (A banner that arrived before the OFFER left -
+// a driver that listened a moment before offering - is the exception: the OFFER can then be
+// dropped unsent, the server has seen nothing of ours, and keeping is always safe.)
+// The cache is what keeps the price to once: after one plain_peer, connects to that address
+// go out without an OFFER until the entry expires, so a plain server sees at most one OFFER
+// per expiry period, and a server later replaced by one of ours is found again once the entry
+// has expired.
 //
-// Errors are values (UpgradeError); malformed or oversized fields never crash or allocate
-// beyond the bounds above (tests/fuzz/stream_upgrade_fuzzer.cc feeds both decoders and both
-// engines arbitrary octets in arbitrary cuts).
+// Errors are values (UpgradeError); malformed or oversized fields never crash, and an engine
+// never waits for more than the longest message's octets (a chunk that decides is kept whole:
+// past the message, its octets are the application's). tests/fuzz/stream_upgrade_fuzzer.cc
+// feeds both decoders and both engines arbitrary octets in arbitrary cuts.
 //
 // Threading: none. Each engine is one connection's; its owner calls it from one thread at a
 // time. Time is always an input (`now`); nothing here reads a clock, sleeps or draws a random
@@ -289,7 +293,8 @@ class UpgradeClient {
   // The OFFER goes at `now` (take_output() holds it); the answer deadline runs from here.
   UpgradeClient(Offer offer, ClientOptions options, TimePoint now);
 
-  // The OFFER, the first time; empty afterwards.
+  // The OFFER, the first time; empty afterwards, and once decided: a driver that read a
+  // banner before it took the OFFER sends nothing of ours.
   std::vector<std::uint8_t> take_output();
   // The peer's octets, in order, any cut. Ignored once decided (the driver owns the
   // connection again).

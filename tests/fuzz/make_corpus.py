@@ -514,9 +514,60 @@ def mesh_setup_corpus():
     }
 
 
+def stream_upgrade_corpus():
+    # The peer's octets after [options][cut seed] (stream_upgrade_fuzzer.cc), laid out from
+    # core/stream/upgrade.h's diagrams: OFFER = magic, version, flags, reserved, client id,
+    # nonce, providers length, providers; ANSWER = magic, version, status, server id, nonce,
+    # URI length, URI. The harness's client offers nonce 0x0102030405060708, "tcp,verbs".
+    magic = b"RDMASTRM"
+    nonce = 0x0102030405060708
+
+    def offer(providers=b"tcp,verbs", version=1, flags=0, reserved=0, length=None):
+        return magic + bytes([version, flags]) + be16(reserved) + bytes(range(0x10, 0x20)) \
+            + be64(nonce) + be16(len(providers) if length is None else length) + providers
+
+    def answer(uri=b"tcp://198.18.0.1:41234", status=0, version=1, nonce_=nonce, length=None):
+        return magic + bytes([version, status]) + bytes(range(0xA0, 0xB0)) + be64(nonce_) \
+            + be16(len(uri) if length is None else length) + uri
+
+    accept, close, app_first, early = 1, 2, 4, 8
+    return {
+        "offer_upgrade": bytes([accept, 0]) + offer(),
+        "offer_upgrade_bytewise": bytes([accept, 1]) + offer() + b"after",
+        "offer_declined": bytes([0, 3]) + offer(),
+        "offer_no_common_provider": bytes([accept, 4]) + offer(b"ib,iwarp"),
+        "offer_empty_list": bytes([accept, 5]) + offer(b""),
+        "offer_flags": bytes([accept, 6]) + offer(flags=0x80),
+        "offer_bad_list": bytes([accept, 7]) + offer(b"tcp,,verbs"),
+        "offer_bad_version": bytes([accept, 8]) + offer(version=2),
+        "offer_reserved": bytes([accept, 9]) + offer(reserved=1),
+        "offer_too_long": bytes([accept, 10]) + offer(length=0x0101),
+        "offer_cut_by_close": bytes([accept | close, 11]) + offer()[:30],
+        "offer_cut_by_time": bytes([accept, 12]) + offer()[:12],
+        "answer_upgrade": bytes([0, 13]) + answer(),
+        "answer_upgrade_verbs": bytes([0, 14]) + answer(b"verbs://[fd00::1]:41235"),
+        "answer_decline_then_data": bytes([0, 15]) + answer(b"", status=1) + b"220 ready\r\n",
+        "answer_decline_with_uri": bytes([0, 16]) + answer(status=1),
+        "answer_bad_status": bytes([0, 17]) + answer(status=2),
+        "answer_wrong_nonce": bytes([0, 18]) + answer(nonce_=7),
+        "answer_not_offered": bytes([0, 19]) + answer(b"ib://h:1"),
+        "answer_bad_uri": bytes([0, 20]) + answer(b"tcp://h h"),
+        "answer_too_long": bytes([0, 21]) + answer(length=0x0201),
+        "answer_cut_by_close": bytes([close, 22]) + answer()[:40],
+        "magic_prefix_then_other": bytes([accept, 23]) + b"RDMASTRX-data",
+        "magic_prefix_closed": bytes([accept | close, 24]) + b"RDM",
+        "http_request": bytes([accept, 25]) + b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        "smtp_banner_early": bytes([early, 26]) + b"220 mail.example ESMTP\r\n",
+        "ssh_banner": bytes([0, 27]) + b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n",
+        "application_first": bytes([app_first, 28]) + b"hello",
+        "silent": bytes([accept, 29]),
+    }
+
+
 def main():
     sets = {
         "mesh_setup_fuzzer": mesh_setup_corpus(),
+        "stream_upgrade_fuzzer": stream_upgrade_corpus(),
         "probe_answer_fuzzer": probe_answer_corpus(),
         "telemetry_snapshot_fuzzer": telemetry_snapshot_corpus(),
         "credit_params_fuzzer": credit_params_corpus(),
