@@ -12,6 +12,8 @@
 
 #include "core/transport/provider_registry.h"
 #include "core/transport/provider_uri.h"
+#include "core/wire/iwarp_constants.h"
+#include "eventually.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -159,6 +161,29 @@ TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   auto r = lab.client.recv(*c, buf, {.timeout = 5s});
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error(), StreamErrc::kRefused);
+}
+
+TEST(StreamEndpoint, APeerThatBreaksTheStreamProtocolGetsATerminate) {
+  StreamEndpoint server{tcp(), {}};
+  auto where = server.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
+  ASSERT_TRUE(where.has_value());
+  // A rogue that speaks the credit channel but not the stream frames.
+  messaging::MessageEndpoint rogue({});
+  auto provider = tcp();
+  auto peer = rogue.connect(*provider, *where, {}, "server");
+  ASSERT_TRUE(peer.has_value());
+  const std::uint8_t garbage[5] = {0x42, 0, 0, 0, 1};
+  ASSERT_EQ(rogue.send(*peer, garbage), messaging::SendStatus::kOk);
+  std::optional<messaging::PeerStats> stats;
+  ASSERT_TRUE(test_util::eventually([&] {
+    stats = rogue.stats(*peer);
+    return stats && stats->terminate_received;
+  })) << "no Terminate came back";
+  const wire::TerminateCause want{wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
+                                  wire::kRdmapCodeUnspecified};
+  EXPECT_EQ(stats->terminate_received->cause, want);
+  EXPECT_EQ(stats->state, messaging::PeerState::kFailed);
+  rogue.close();
 }
 
 }  // namespace
