@@ -465,7 +465,7 @@ class StreamSocket:
     def _decref_socketios(self) -> None:
         if self._io_refs > 0:
             self._io_refs -= 1
-        if self._closed:
+        if self._closed and self._io_refs == 0:
             self._really_close()
 
     # -- ends ------------------------------------------------------------------------------
