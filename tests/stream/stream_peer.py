@@ -197,6 +197,9 @@ def serve_stalled(host: str, port: int) -> None:
     say(b_length=length, a_length=a_length)
 
 
+ROUNDS: list[int] = []
+
+
 def fill(sock: StreamSocket) -> int:
     """Octets a non-blocking `sock` takes until it takes none, even after a pause (a window
     may widen late: the ACCEPT, a credit update)."""
@@ -210,6 +213,7 @@ def fill(sock: StreamSocket) -> int:
         except BlockingIOError:
             pass
         total += took
+        ROUNDS.append(took)
         if took == 0:
             return total
         time.sleep(0.3)
@@ -233,7 +237,7 @@ def stalled(host: str, port: int) -> None:
     stuck += fill(a)
     a.close()  # what A holds still goes; the server reads it all, then ends B
     assert b_file.read() == b""
-    say(a_took=stuck, b_seconds=seconds,
+    say(a_took=stuck, a_rounds=ROUNDS, b_seconds=seconds,
         b_ok=answer == {"sha256": hashlib.sha256(payload).hexdigest(), "length": len(payload)},
         upgraded=[a.upgraded, b.upgraded], hows=[a.how, b.how])
     b_file.close()
