@@ -154,6 +154,26 @@ def test_makefile_and_selectors_see_an_upgraded_stream(listener: StreamSocket) -
     thread.join(10)
 
 
+def test_a_listener_polls_readable_only_while_a_client_waits(listener: StreamSocket) -> None:
+    # socketserver selects on the listener, then accept()s blocking: a wake for nothing
+    # would hold its loop (and shutdown()) until the next client.
+    clients = []
+    with selectors.DefaultSelector() as sel:
+        sel.register(listener, selectors.EVENT_READ)
+        assert sel.select(timeout=0.05) == []
+        for _ in range(2):
+            sock = StreamSocket()
+            sock.connect(listener.getsockname())
+            clients.append(sock)
+            assert sel.select(timeout=10)
+            conn, _ = listener.accept()
+            assert conn.upgraded
+            clients.append(conn)
+            assert sel.select(timeout=0.05) == []
+    for sock in clients:
+        sock.close()
+
+
 def test_what_the_subset_lacks_says_so() -> None:
     with StreamSocket() as sock:
         with pytest.raises(UnsupportedSocketOperation) as caught:
