@@ -154,6 +154,16 @@ def test_makefile_and_selectors_see_an_upgraded_stream(listener: StreamSocket) -
     thread.join(10)
 
 
+def test_a_non_blocking_connect_completes(listener: StreamSocket) -> None:
+    results: list[object] = []
+    thread = echo_once(listener, results)
+    with StreamSocket() as sock:
+        sock.setblocking(False)
+        assert sock.connect_ex(listener.getsockname()) == 0
+        assert sock.upgraded and sock.getpeername() == listener.getsockname()
+    thread.join(10)
+
+
 def test_a_listener_polls_readable_only_while_a_client_waits(listener: StreamSocket) -> None:
     # socketserver selects on the listener, then accept()s blocking: a wake for nothing
     # would hold its loop (and shutdown()) until the next client.

@@ -360,9 +360,10 @@ class StreamSocket:
             raise UnsupportedSocketOperation("bind() before connect() (a source address)")
         host, port = _check_address(address)
         node = stream_node()
-        # connect's timeout bounds the setup; a non-blocking connect still completes here
-        # (the setup is not resumable), as if EINPROGRESS had finished at once.
-        timeout_ms = -1 if self._timeout is None else max(1, int(self._timeout * 1000))
+        # The socket's timeout bounds the setup. A non-blocking socket's connect waits for the
+        # setup too (it cannot be resumed later), as if EINPROGRESS had finished at once: a
+        # program that then waits for writability finds it writable.
+        timeout_ms = -1 if not self._timeout else max(1, int(self._timeout * 1000))
         with _connect_lock:
             before = node.counters()
             try:
