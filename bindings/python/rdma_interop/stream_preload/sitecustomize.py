@@ -8,6 +8,11 @@ SOCK_STREAM instances are StreamSockets (so socket.create_connection, socketserv
 http.server, http.client and urllib get them); every other socket (AF_UNIX, AF_INET6, UDP,
 one made from a descriptor, and subclasses such as ssl.SSLSocket) stays a real one.
 
+Only IPv4 is taken over: ``python3 -m http.server`` without ``--bind ADDRESS`` listens on
+``::`` (AF_INET6), which stays a real socket, so its clients are never upgraded. A process
+that forks after its first StreamSocket must not use the parent's sockets in the child: the
+node's threads are the parent's.
+
 ``python3 -m rdma_interop.stream_run CMD ARGS...`` sets PYTHONPATH up and execs CMD. The
 environment variables of rdma_interop.stream_socket configure the node; RDMA_STREAM_LOG
 names a file that gets one JSON line per socket opened. RDMA_STREAM_PRELOAD_DEBUG=1 says on
