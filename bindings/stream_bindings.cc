@@ -68,7 +68,8 @@ std::size_t send(Socket& s, py::handle data, bool urgent, long long timeout_ms) 
   const auto span = view.span();
   // Copied: the octets are read with the GIL let go.
   const std::vector<std::uint8_t> octets(
-      span.begin(), span.begin() + static_cast<std::ptrdiff_t>(std::min(span.size(), kMaxSendPerCall)));
+      span.begin(),
+      span.begin() + static_cast<std::ptrdiff_t>(std::min(span.size(), kMaxSendPerCall)));
   auto r = without_gil(
       [&] { return s.send(octets, IoOptions{.urgent = urgent, .timeout = millis(timeout_ms)}); });
   if (!r) throw_errno(r.error());
@@ -88,8 +89,8 @@ py::bytes recv(Socket& s, std::size_t size, bool urgent, bool peek, long long ti
   return to_bytes(std::span(out).first(*r));
 }
 
-std::size_t recv_into(Socket& s, const py::buffer& buffer, std::size_t size, bool urgent,
-                      bool peek, long long timeout_ms) {
+std::size_t recv_into(Socket& s, const py::buffer& buffer, std::size_t size, bool urgent, bool peek,
+                      long long timeout_ms) {
   py::buffer_info info = buffer.request(true);
   if (info.ndim != 1 || info.itemsize != 1) {
     throw py::value_error("recv_into needs a flat writable buffer of octets");
@@ -106,8 +107,7 @@ std::size_t recv_into(Socket& s, const py::buffer& buffer, std::size_t size, boo
 void bind_counters(py::module_& m) {
   ValueClass<NodeCounters>(m, "NodeCounters",
                            "What a StreamNode's connects did (core/stream/stream_socket.h).")
-      .readonly("upgraded", &NodeCounters::upgraded,
-                "connects that opened a stream after an offer")
+      .readonly("upgraded", &NodeCounters::upgraded, "connects that opened a stream after an offer")
       .readonly("reused", &NodeCounters::reused,
                 "connects that opened a stream on a session they found")
       .readonly("declined", &NodeCounters::declined, "offers the server declined (plain TCP)")
@@ -135,16 +135,14 @@ void bind_counters(py::module_& m) {
       .readonly("messages", &SessionCounters::messages, "messages handed to the channel")
       .readonly("bytes_copied", &SessionCounters::bytes_copied,
                 "in-band octets sent in DATA frames")
-      .readonly("bytes_placed", &SessionCounters::bytes_placed,
-                "in-band octets sent by RDMA Write")
+      .readonly("bytes_placed", &SessionCounters::bytes_placed, "in-band octets sent by RDMA Write")
       .readonly("writes", &SessionCounters::writes, "RDMA Writes")
       .readonly("bytes_received", &SessionCounters::bytes_received,
                 "in-band octets received, both ways")
       .readonly("receive_held", &SessionCounters::receive_held,
                 "octets received and not read yet, every stream")
       .readonly("sink_bytes", &SessionCounters::sink_bytes, "sink rings allocated now")
-      .readonly("send_ring_bytes", &SessionCounters::send_ring_bytes,
-                "send rings allocated now")
+      .readonly("send_ring_bytes", &SessionCounters::send_ring_bytes, "send rings allocated now")
       .done();
 }
 
@@ -160,8 +158,7 @@ void bind_socket(py::module_& m) {
                              "the local address, \"host:port\" (or \"session N\" for a "
                              "stream this node opened)")
       .def("describe", &Socket::describe, "\"tcp\" or \"stream over tcp://...\"")
-      .def("send", &send, py::arg("data"), py::arg("urgent") = false,
-           py::arg("timeout_ms") = 0,
+      .def("send", &send, py::arg("data"), py::arg("urgent") = false, py::arg("timeout_ms") = 0,
            "Octets taken (at least one). urgent: the last octet goes out of band (MSG_OOB).")
       .def("recv", &recv, py::arg("size"), py::arg("urgent") = false, py::arg("peek") = false,
            py::arg("timeout_ms") = 0,
@@ -268,17 +265,20 @@ void bind_node(py::module_& m) {
           "A Socket to host:port: a stream when the server answers our offer (or a session "
           "already reaches it), else plain TCP.")
       .def("counters", &StreamNode::counters)
-      .def("sessions", [](StreamNode& n) { return n.endpoint().sessions(); },
-           "The ids of the sessions this node has now")
-      .def("session_counters",
-           [](StreamNode& n, stream::SessionId id) { return n.endpoint().counters(id); },
-           py::arg("session"), "A session's SessionCounters; None for no such session")
+      .def(
+          "sessions", [](StreamNode& n) { return n.endpoint().sessions(); },
+          "The ids of the sessions this node has now")
+      .def(
+          "session_counters",
+          [](StreamNode& n, stream::SessionId id) { return n.endpoint().counters(id); },
+          py::arg("session"), "A session's SessionCounters; None for no such session")
       .def_property_readonly(
           "id", [](const StreamNode& n) { return to_bytes(n.id()); },
           "This node's endpoint id (upgrade.h), as OFFERs and ANSWERs carry it")
-      .def("close", [](StreamNode& n) { n.endpoint().close(); },
-           py::call_guard<py::gil_scoped_release>(),
-           "Ends every session and stops serving. Idempotent.");
+      .def(
+          "close", [](StreamNode& n) { n.endpoint().close(); },
+          py::call_guard<py::gil_scoped_release>(),
+          "Ends every session and stops serving. Idempotent.");
 }
 
 }  // namespace
