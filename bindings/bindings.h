@@ -68,5 +68,6 @@ void bind_fpdu(py::module_& m);
 void bind_rdmap(py::module_& m);
 void bind_provider(py::module_& m);
 void bind_messaging(py::module_& m);  // after bind_provider: it takes providers and requests
+void bind_stream(py::module_& m);
 
 }  // namespace rdma_interop::bindings

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_core, m) {
   rdma_interop::bindings::bind_rdmap(m);
   rdma_interop::bindings::bind_provider(m);
   rdma_interop::bindings::bind_messaging(m);
+  rdma_interop::bindings::bind_stream(m);
 }

@@ -13,6 +13,8 @@
 #   storm     connect storms from 4 namespace hosts against a backlog-64 listener (root)
 #   mesh      N:N message meshes of 4-5 namespace hosts over credit flow control: a stalled
 #             peer, request/reply with a slow party, a misbehaving peer, a soak (root)
+#   stream    sockets over RDMA streams between 2 namespace hosts: unchanged http.server and
+#             urllib under the stream preload, plain fallbacks, the Python socket API (root)
 #   ansible   playbooks/site.yml over real SSH to 3 namespace nodes running sshd (root)
 #   kernel    our stack against the Linux kernel's siw and rxe in a qemu guest (TCG)
 #   devices   the device tier across a lab of two qemu guests over real SSH: siw with siw,
@@ -31,7 +33,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
-all_tiers=(unit python cli faults capture interop storm mesh ansible kernel devices tsan fuzz bench)
+all_tiers=(unit python cli faults capture interop storm mesh stream ansible kernel devices tsan fuzz bench)
 tiers=("$@")
 [[ ${#tiers[@]} -gt 0 ]] || tiers=("${all_tiers[@]}")
 for t in "${tiers[@]}"; do
@@ -46,7 +48,7 @@ bash tools/install-deps.sh || exit 1
 
 wants() { [[ " ${tiers[*]} " == *" $1 "* ]]; }
 
-if wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants ansible || wants kernel || wants devices; then
+if wants python || wants cli || wants faults || wants capture || wants interop || wants storm || wants mesh || wants stream || wants ansible || wants kernel || wants devices; then
   step "build ($build)"
   # What the tiers below run: the toolkit, the Python module, the capture peer, and the one
   # unit test the kernel tier runs inside its guest (verbs_provider_test, built with `all`:
@@ -159,6 +161,7 @@ wants capture && run_tier capture pytest_tier tests/capture
 wants interop && run_tier interop pytest_tier tests/interop
 wants storm && run_tier storm pytest_tier -s tests/storm
 wants mesh && run_tier mesh pytest_tier -s tests/mesh
+wants stream && run_tier stream pytest_tier tests/stream
 wants ansible && run_tier ansible pytest_tier tests/ansible
 wants kernel && run_tier kernel kernel_tier
 wants devices && run_tier devices devices_tier

@@ -309,12 +309,33 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
     for (SessionId id : sessions()) {
       auto s = find(id);
       if (!s) continue;
-      std::lock_guard lock(s->mu);
-      auto stream = s->engine.accept(port);
-      if (!stream) continue;
-      s->fds[*stream] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
-      process(*s);
-      return StreamRef{id, *stream};
+      StreamRef ref;
+      {
+        std::lock_guard lock(s->mu);
+        auto stream = s->engine.accept(port);
+        if (!stream) continue;
+        s->fds[*stream] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+        process(*s);
+        ref = StreamRef{id, *stream};
+      }
+      // The descriptor says whether another accept() would not wait: quiet once the last
+      // waiting stream is taken (poll and selectors would wake for nothing, and a blocking
+      // accept() after them would wait). Quieted first, then signaled again if any session
+      // still has one, each under its own lock: an incoming stream meanwhile signals anyway.
+      {
+        std::lock_guard lock(sessions_mu_);
+        if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, false);
+      }
+      for (SessionId other : sessions()) {
+        auto o = find(other);
+        if (!o) continue;
+        std::lock_guard lock(o->mu);
+        if (o->engine.waiting(port) > 0) {
+          note_incoming(port);
+          break;
+        }
+      }
+      return ref;
     }
     std::unique_lock lock(sessions_mu_);
     auto it = listening_.find(port);

@@ -224,6 +224,14 @@ Expected<StreamId, StreamErrc> StreamSession::accept(std::uint16_t port) {
   return unexpected(StreamErrc::kWouldBlock);
 }
 
+std::size_t StreamSession::waiting(std::uint16_t port) const {
+  auto it = listening_.find(port);
+  if (it == listening_.end()) return 0;
+  // Ids of streams the peer reset while they waited stay queued until accept() skips them.
+  return static_cast<std::size_t>(std::count_if(
+      it->second.begin(), it->second.end(), [this](StreamId id) { return find(id) != nullptr; }));
+}
+
 Expected<std::size_t, StreamErrc> StreamSession::send(StreamId id,
                                                       std::span<const std::uint8_t> data,
                                                       bool urgent) {

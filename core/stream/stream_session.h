@@ -171,6 +171,8 @@ class StreamSession {
   Expected<StreamId, StreamErrc> open(std::uint16_t port);
   // A stream the peer opened to `port`, or kWouldBlock.
   Expected<StreamId, StreamErrc> accept(std::uint16_t port);
+  // How many streams the peer opened to `port` wait for accept() now.
+  std::size_t waiting(std::uint16_t port) const;
   // Takes as many octets as the stream's send buffer has room for (at least one, or an
   // error). `urgent`: the last octet goes out of band (MSG_OOB), the others in band.
   Expected<std::size_t, StreamErrc> send(StreamId id, std::span<const std::uint8_t> data,

@@ -153,6 +153,29 @@ TEST(StreamEndpoint, TheDescriptorPollsReadableWhenDataComes) {
   EXPECT_EQ(*lab.server.recv(s, buf), 0u);
 }
 
+TEST(StreamEndpoint, TheAcceptDescriptorGoesQuietOnceTheLastWaitingStreamIsTaken) {
+  Lab lab;
+  pollfd p{lab.server.accept_fd(80), POLLIN, 0};
+  ASSERT_GE(p.fd, 0);
+  EXPECT_EQ(::poll(&p, 1, 50), 0) << "nobody opened yet";
+  ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
+  ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
+  // Both OPENs have arrived once the server's session has both streams.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until &&
+         (lab.server.sessions().empty() ||
+          lab.server.counters(lab.server.sessions().front())->streams < 2)) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+  ASSERT_TRUE(lab.server.accept(80, 5s).has_value());
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 0), 1) << "one more waits";
+  ASSERT_TRUE(lab.server.accept(80, 5s).has_value());
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 50), 0) << "the last one was taken: poll would wake for nothing";
+}
+
 TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   Lab lab;
   auto c = lab.client.open(lab.session, 9);
