@@ -423,6 +423,15 @@ std::optional<SessionCounters> StreamEndpoint::counters(SessionId id) const {
   return s->engine.counters();
 }
 
+std::optional<std::size_t> StreamEndpoint::stream_bytes(StreamRef ref) const {
+  auto s = find(ref.session);
+  if (!s) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (!s->fds.contains(ref.stream)) return std::nullopt;
+  // The map node of the descriptor: its value and three links.
+  return s->engine.stream_bytes(ref.stream) + sizeof(Session::Fd) + 3 * sizeof(void*);
+}
+
 std::optional<messaging::PeerStats> StreamEndpoint::session_stats(SessionId id) const {
   return channel_.stats(id);
 }

@@ -104,6 +104,9 @@ class StreamEndpoint {
 
   std::vector<SessionId> sessions() const;
   std::optional<SessionCounters> counters(SessionId session) const;
+  // The octets one stream costs in memory now: the engine's (StreamSession::stream_bytes:
+  // its state and what it holds) and its descriptor's entry here. nullopt: no such stream.
+  std::optional<std::size_t> stream_bytes(StreamRef s) const;
   std::optional<messaging::PeerStats> session_stats(SessionId session) const;
 
   // Ends every session and stops serving. Idempotent.

@@ -161,5 +161,26 @@ TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   EXPECT_EQ(r.error(), StreamErrc::kRefused);
 }
 
+// The memory figure the stream benchmark reports: an idle stream holds no buffer (a few
+// hundred octets of state), what arrives unread is held until read, and a closed stream
+// costs nothing.
+TEST(StreamEndpoint, AnIdleStreamCostsItsStateAndWhatItHoldsUnread) {
+  Lab lab;
+  auto [c, s] = lab.stream();
+  const auto idle = lab.server.stream_bytes(s);
+  ASSERT_TRUE(idle.has_value());
+  EXPECT_GT(*idle, 0u);
+  EXPECT_LT(*idle, 4096u) << "no buffer for an idle stream";
+  const auto data = pattern(1000, 7);
+  send_all(lab.client, c, data, 7);
+  std::uint8_t one;
+  ASSERT_EQ(*lab.server.recv(s, {&one, 1}, {.peek = true, .timeout = 5s}), 1u);
+  EXPECT_GE(*lab.server.stream_bytes(s), *idle + 1000) << "what came is held until read";
+  EXPECT_EQ(recv_all(lab.server, s, data.size()), data);
+  lab.server.close(s);
+  EXPECT_FALSE(lab.server.stream_bytes(s).has_value());
+  EXPECT_FALSE(lab.client.stream_bytes({lab.session, 12345}).has_value());
+}
+
 }  // namespace
 }  // namespace rdma_interop::stream
