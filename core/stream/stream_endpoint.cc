@@ -42,7 +42,9 @@ struct StreamEndpoint::Session : RegionSource {
   Session(StreamEndpoint& owner, SessionId session, Side side, const SessionConfig& config)
       : ep(owner), id(session), engine(config, side, *this) {}
   ~Session() override {
-    for (auto& [stream, fd] : fds) ::close(fd.fd);
+    for (auto& [stream, fd] : fds) {
+      if (fd.fd >= 0) ::close(fd.fd);
+    }
   }
 
   // Registered with this session's connection, for local reads (a Write's source) and the
@@ -65,10 +67,23 @@ struct StreamEndpoint::Session : RegionSource {
     regions.erase(region.stag);
   }
 
+  // A stream's descriptor, made on the first fd() call: a stream nobody polls costs no
+  // descriptor, and its readiness changes no syscall (two a message otherwise: the eventfd
+  // set when data comes, cleared when it is read).
   struct Fd {
-    int fd = -1;
+    int fd = -1;  // -1: not asked for yet
     bool signaled = false;
   };
+  // Sets or clears the stream's descriptor as its readiness says (POLLIN: recv would not
+  // wait), with a syscall only when that changed.
+  void signal(StreamId stream, Fd& fd) {
+    const Readiness r = engine.readiness(stream);
+    const bool want = r.readable || r.urgent || r.error;
+    if (want != fd.signaled) {
+      set_event(fd.fd, want);
+      fd.signaled = want;
+    }
+  }
 
   StreamEndpoint& ep;
   SessionId id;
@@ -197,13 +212,8 @@ void StreamEndpoint::process(Session& s) {
         }
         case SessionOutput::Type::kStreamChanged: {
           auto it = s.fds.find(o.stream);
-          if (it == s.fds.end()) break;
-          const Readiness r = s.engine.readiness(o.stream);
-          const bool want = r.readable || r.urgent || r.error;
-          if (want != it->second.signaled) {
-            set_event(it->second.fd, want);
-            it->second.signaled = want;
-          }
+          if (it == s.fds.end() || it->second.fd < 0) break;  // nobody asked for it yet
+          s.signal(o.stream, it->second);
           break;
         }
         case SessionOutput::Type::kIncoming:
@@ -292,7 +302,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uin
   std::lock_guard lock(s->mu);
   auto id = s->engine.open(port);
   if (!id) return unexpected(id.error());
-  s->fds[*id] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+  s->fds[*id] = Session::Fd{};
   process(*s);
   return StreamRef{session, *id};
 }
@@ -306,7 +316,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
       std::lock_guard lock(s->mu);
       auto stream = s->engine.accept(port);
       if (!stream) continue;
-      s->fds[*stream] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+      s->fds[*stream] = Session::Fd{};
       process(*s);
       return StreamRef{id, *stream};
     }
@@ -382,7 +392,7 @@ void StreamEndpoint::close(StreamRef ref, bool abort) {
   std::lock_guard lock(s->mu);
   s->engine.close(ref.stream, abort);
   if (auto it = s->fds.find(ref.stream); it != s->fds.end()) {
-    ::close(it->second.fd);
+    if (it->second.fd >= 0) ::close(it->second.fd);
     s->fds.erase(it);
   }
   process(*s);
@@ -400,7 +410,13 @@ int StreamEndpoint::fd(StreamRef ref) {
   if (!s) return -1;
   std::lock_guard lock(s->mu);
   auto it = s->fds.find(ref.stream);
-  return it == s->fds.end() ? -1 : it->second.fd;
+  if (it == s->fds.end()) return -1;
+  if (it->second.fd < 0) {
+    // The first ask: from now on the descriptor follows the stream, starting from now.
+    it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (it->second.fd >= 0) s->signal(ref.stream, it->second);
+  }
+  return it->second.fd;
 }
 
 int StreamEndpoint::accept_fd(std::uint16_t port) {

@@ -10,7 +10,8 @@
 // RDMA Write posted just before the message that says where it placed data), refused ones
 // wait in order in an outbox until the channel has room; its rings are registered with the
 // session's connection (SessionRegions); its readiness news is written to one eventfd per
-// stream, so a stream can be polled with poll/epoll/select like a socket.
+// stream (made when fd() is first asked for it), so a stream can be polled with
+// poll/epoll/select like a socket.
 //
 // Threading: every call is thread-safe; each session has one lock (its engine, outbox and
 // descriptors), taken before the message endpoint's locks. Messages, readiness and ends
@@ -97,7 +98,9 @@ class StreamEndpoint {
   void close(StreamRef s, bool abort = false);
   Readiness readiness(StreamRef s);
   // Readable (POLLIN) when recv() would not wait: data, end of stream, an urgent octet or an
-  // error. Owned by the endpoint; valid until close(s). -1 for no such stream.
+  // error. Owned by the endpoint; valid until close(s). -1 for no such stream (or no
+  // descriptor left). Made on the first call, readable at once if recv would not wait then:
+  // a stream nobody polls costs no descriptor and no syscall per message.
   int fd(StreamRef s);
   // Readable when accept(port) would not wait.
   int accept_fd(std::uint16_t port);

@@ -161,6 +161,26 @@ TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   EXPECT_EQ(r.error(), StreamErrc::kRefused);
 }
 
+// The descriptor is made when first asked for: data that came before is seen at once, and
+// from then on it follows the stream as if it had always been there.
+TEST(StreamEndpoint, ADescriptorAskedForLateIsReadableForWhatCameBefore) {
+  Lab lab;
+  auto [c, s] = lab.stream();
+  const std::uint8_t hi[2] = {'h', 'i'};
+  ASSERT_TRUE(lab.client.send(c, hi, {.timeout = 1s}));
+  std::uint8_t buf[8];
+  ASSERT_EQ(*lab.server.recv(s, buf, {.peek = true, .timeout = 5s}), 2u);
+  pollfd p{lab.server.fd(s), POLLIN, 0};
+  ASSERT_GE(p.fd, 0);
+  EXPECT_EQ(::poll(&p, 1, 0), 1) << "data came before the descriptor was made";
+  EXPECT_EQ(lab.server.fd(s), p.fd) << "one descriptor per stream";
+  ASSERT_EQ(*lab.server.recv(s, buf), 2u);
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 50), 0) << "read empty: quiet";
+  ASSERT_TRUE(lab.client.send(c, hi, {.timeout = 1s}));
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "and it follows the stream from then on";
+}
+
 // The memory figure the stream benchmark reports: an idle stream holds no buffer (a few
 // hundred octets of state), what arrives unread is held until read, and a closed stream
 // costs nothing.
