@@ -22,9 +22,11 @@
 // then, per operation, context switches and syscalls of the whole process (op_cost.h), and
 // the stream layer's own messages and RDMA Writes, for throughput and the round trip.
 //
-// The idle streams' server end runs in a child process: each stream end has an eventfd, and
-// two ends of 10,000 streams do not fit one process's descriptor limit (20,000 here). The
-// child is forked first, before this process has any other thread.
+// The idle streams' server end runs in a child process, as on another node: each side's RSS
+// delta is its own ends' alone. (It also keeps the figure honest for a program that polls
+// every stream: each end then has an eventfd, and two ends of 10,000 streams would not fit
+// one process's descriptor limit, 20,000 here.) The child is forked first, before this
+// process has any other thread.
 //
 // A missed target is a result, not a failure: the exit status is 1 only on errors (and with
 // --require-counters, when syscalls cannot be counted).
