@@ -202,3 +202,19 @@ def test_sigterm_ends_a_server_with_an_open_connection_cleanly(serve) -> None:
     assert client.wait(timeout=20) == 0
     for pipe in (client.stdin, client.stdout, client.stderr):
         pipe.close()  # type: ignore[union-attr]
+
+
+def test_sigint_cuts_a_measure_short_with_what_it_measured(serve) -> None:
+    server = serve("--mode", "echo")
+    measure = subprocess.Popen([str(tool("rdma-stream")), "measure", server.address, "--mode", "rr",
+                                "--seconds", "60", "--progress", "100ms", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert measure.stderr is not None
+    assert "measuring" in measure.stderr.readline()
+    assert "round trips/s" in measure.stderr.readline()  # it is running
+    measure.send_signal(signal.SIGINT)
+    out, err = measure.communicate(timeout=30)
+    assert measure.returncode == 1, err
+    doc = json.loads(out)
+    assert doc["stopped_by_signal"] is True and doc["round_trips"] > 0
+    assert doc["seconds"] < 60
