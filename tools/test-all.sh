@@ -145,6 +145,9 @@ bench_tier() {
   echo "-- bench-e2e.sh"
   bash tools/bench-e2e.sh "$b" -- --seconds 0.5 --connections 100 --rounds 2000 \
     --require-counters --json "$b/e2e-bench.json" || return 1
+  echo "-- bench-stream.sh"
+  bash tools/bench-stream.sh "$b" -- --seconds 0.5 --rounds 2000 --opens 200 --idle 2000 \
+    --require-counters --json "$b/stream-bench.json" || return 1
   echo "-- bench-fpdu.sh"
   BENCH_REPETITIONS=1 bash tools/bench-fpdu.sh "$b" --benchmark_min_time=0.01 || return 1
   echo "-- bench-credit.sh"

@@ -43,7 +43,9 @@ struct StreamEndpoint::Session : RegionSource {
   Session(StreamEndpoint& owner, SessionId session, Side side, const SessionConfig& config)
       : ep(owner), id(session), engine(config, side, *this) {}
   ~Session() override {
-    for (auto& [stream, fd] : fds) ::close(fd.fd);
+    for (auto& [stream, fd] : fds) {
+      if (fd.fd >= 0) ::close(fd.fd);
+    }
   }
 
   // Registered with this session's connection, for local reads (a Write's source) and the
@@ -66,10 +68,23 @@ struct StreamEndpoint::Session : RegionSource {
     regions.erase(region.stag);
   }
 
+  // A stream's descriptor, made on the first fd() call: a stream nobody polls costs no
+  // descriptor, and its readiness changes no syscall (two a message otherwise: the eventfd
+  // set when data comes, cleared when it is read).
   struct Fd {
-    int fd = -1;
+    int fd = -1;  // -1: not asked for yet
     bool signaled = false;
   };
+  // Sets or clears the stream's descriptor as its readiness says (POLLIN: recv would not
+  // wait), with a syscall only when that changed.
+  void signal(StreamId stream, Fd& fd) {
+    const Readiness r = engine.readiness(stream);
+    const bool want = r.readable || r.urgent || r.error;
+    if (want != fd.signaled) {
+      set_event(fd.fd, want);
+      fd.signaled = want;
+    }
+  }
 
   StreamEndpoint& ep;
   SessionId id;
@@ -198,13 +213,8 @@ void StreamEndpoint::process(Session& s) {
         }
         case SessionOutput::Type::kStreamChanged: {
           auto it = s.fds.find(o.stream);
-          if (it == s.fds.end()) break;
-          const Readiness r = s.engine.readiness(o.stream);
-          const bool want = r.readable || r.urgent || r.error;
-          if (want != it->second.signaled) {
-            set_event(it->second.fd, want);
-            it->second.signaled = want;
-          }
+          if (it == s.fds.end() || it->second.fd < 0) break;  // nobody asked for it yet
+          s.signal(o.stream, it->second);
           break;
         }
         case SessionOutput::Type::kIncoming:
@@ -228,6 +238,7 @@ void StreamEndpoint::process(Session& s) {
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
   std::lock_guard lock(sessions_mu_);
+  ++incoming_gen_[port];
   if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, true);
   incoming_cv_.notify_all();
 }
@@ -298,7 +309,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uin
   std::lock_guard lock(s->mu);
   auto id = s->engine.open(port);
   if (!id) return unexpected(id.error());
-  s->fds[*id] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+  s->fds[*id] = Session::Fd{};
   process(*s);
   return StreamRef{session, *id};
 }
@@ -306,6 +317,13 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uin
 Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
+    // Streams that come after this read bump the generation: the scan below may miss them,
+    // the wait after it does not.
+    std::uint64_t seen = 0;
+    {
+      std::lock_guard lock(sessions_mu_);
+      seen = incoming_gen_[port];
+    }
     for (SessionId id : sessions()) {
       auto s = find(id);
       if (!s) continue;
@@ -314,7 +332,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
         std::lock_guard lock(s->mu);
         auto stream = s->engine.accept(port);
         if (!stream) continue;
-        s->fds[*stream] = Session::Fd{::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), false};
+        s->fds[*stream] = Session::Fd{};
         process(*s);
         ref = StreamRef{id, *stream};
       }
@@ -340,16 +358,15 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
     std::unique_lock lock(sessions_mu_);
     auto it = listening_.find(port);
     if (it == listening_.end()) return unexpected(StreamErrc::kInvalid);
+    if (closing_) return unexpected(StreamErrc::kSessionFailed);
+    if (incoming_gen_[port] != seen) continue;  // one came during the scan: look again
     // Nothing waits: the descriptor goes quiet until the next incoming stream.
     set_event(it->second, false);
-    if (closing_) return unexpected(StreamErrc::kSessionFailed);
     if (timeout == Millis(0)) return unexpected(StreamErrc::kWouldBlock);
+    const auto came = [&] { return closing_ || incoming_gen_[port] != seen; };
     if (timeout == kForever) {
-      incoming_cv_.wait_for(lock, std::chrono::milliseconds(200));
-    } else if (incoming_cv_.wait_until(lock, std::min(deadline, Clock::now() +
-                                                                     std::chrono::milliseconds(200))) ==
-                   std::cv_status::timeout &&
-               Clock::now() >= deadline) {
+      incoming_cv_.wait(lock, came);
+    } else if (!incoming_cv_.wait_until(lock, deadline, came)) {
       return unexpected(StreamErrc::kWouldBlock);
     }
   }
@@ -409,7 +426,7 @@ void StreamEndpoint::close(StreamRef ref, bool abort) {
   std::lock_guard lock(s->mu);
   s->engine.close(ref.stream, abort);
   if (auto it = s->fds.find(ref.stream); it != s->fds.end()) {
-    ::close(it->second.fd);
+    if (it->second.fd >= 0) ::close(it->second.fd);
     s->fds.erase(it);
   }
   process(*s);
@@ -427,7 +444,13 @@ int StreamEndpoint::fd(StreamRef ref) {
   if (!s) return -1;
   std::lock_guard lock(s->mu);
   auto it = s->fds.find(ref.stream);
-  return it == s->fds.end() ? -1 : it->second.fd;
+  if (it == s->fds.end()) return -1;
+  if (it->second.fd < 0) {
+    // The first ask: from now on the descriptor follows the stream, starting from now.
+    it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (it->second.fd >= 0) s->signal(ref.stream, it->second);
+  }
+  return it->second.fd;
 }
 
 int StreamEndpoint::accept_fd(std::uint16_t port) {
@@ -448,6 +471,15 @@ std::optional<SessionCounters> StreamEndpoint::counters(SessionId id) const {
   if (!s) return std::nullopt;
   std::lock_guard lock(s->mu);
   return s->engine.counters();
+}
+
+std::optional<std::size_t> StreamEndpoint::stream_bytes(StreamRef ref) const {
+  auto s = find(ref.session);
+  if (!s) return std::nullopt;
+  std::lock_guard lock(s->mu);
+  if (!s->fds.contains(ref.stream)) return std::nullopt;
+  // The map node of the descriptor: its value and three links.
+  return s->engine.stream_bytes(ref.stream) + sizeof(Session::Fd) + 3 * sizeof(void*);
 }
 
 std::optional<messaging::PeerStats> StreamEndpoint::session_stats(SessionId id) const {

@@ -10,14 +10,16 @@
 // RDMA Write posted just before the message that says where it placed data), refused ones
 // wait in order in an outbox until the channel has room; its rings are registered with the
 // session's connection (SessionRegions); its readiness news is written to one eventfd per
-// stream, so a stream can be polled with poll/epoll/select like a socket.
+// stream (made when fd() is first asked for it), so a stream can be polled with
+// poll/epoll/select like a socket.
 //
 // Threading: every call is thread-safe; each session has one lock (its engine, outbox and
 // descriptors), taken before the message endpoint's locks. Messages, readiness and ends
 // are processed on the provider's event thread (the message endpoint's handlers), which
 // never blocks on an application. Blocking calls wait on the session's condition variable,
-// woken whenever the engine made output. Locks, outermost first: sessions_mu_ (the map),
-// then a session's mu, then the message endpoint's.
+// woken whenever the engine made output. Locks, outermost first: a session's mu, then
+// sessions_mu_ (the map, the listening ports, the messages that came before their session;
+// no session's mu is taken under it), then the message endpoint's.
 //
 //   StreamEndpoint ep(std::move(provider), {});
 //   auto where = ep.serve(uri);                       // accepts sessions
@@ -97,13 +99,18 @@ class StreamEndpoint {
   void close(StreamRef s, bool abort = false);
   Readiness readiness(StreamRef s);
   // Readable (POLLIN) when recv() would not wait: data, end of stream, an urgent octet or an
-  // error. Owned by the endpoint; valid until close(s). -1 for no such stream.
+  // error. Owned by the endpoint; valid until close(s). -1 for no such stream (or no
+  // descriptor left). Made on the first call, readable at once if recv would not wait then:
+  // a stream nobody polls costs no descriptor and no syscall per message.
   int fd(StreamRef s);
   // Readable when accept(port) would not wait.
   int accept_fd(std::uint16_t port);
 
   std::vector<SessionId> sessions() const;
   std::optional<SessionCounters> counters(SessionId session) const;
+  // The octets one stream costs in memory now: the engine's (StreamSession::stream_bytes:
+  // its state and what it holds) and its descriptor's entry here. nullopt: no such stream.
+  std::optional<std::size_t> stream_bytes(StreamRef s) const;
   std::optional<messaging::PeerStats> session_stats(SessionId session) const;
 
   // Ends every session and stops serving. Idempotent.
@@ -131,6 +138,7 @@ class StreamEndpoint {
   std::map<SessionId, std::shared_ptr<Session>> sessions_;
   std::map<SessionId, std::vector<messaging::Message>> early_;  // before the session is known
   std::map<std::uint16_t, int> listening_;                      // port -> its accept eventfd
+  std::map<std::uint16_t, std::uint64_t> incoming_gen_;         // port -> streams noted so far
   std::unique_ptr<transport::Listener> listener_;
   std::thread accept_thread_;
   bool closing_ = false;

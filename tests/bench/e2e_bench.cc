@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/transport/provider.h"
+#include "bench_report.h"
 #include "iperf3.h"
 #include "op_cost.h"
 #include "raw_tcp.h"
@@ -39,6 +40,8 @@ namespace {
 using namespace rdma_interop;
 using bench::CostMeter;
 using bench::Measured;
+using bench::Report;
+using bench::Target;
 using Clock = std::chrono::steady_clock;
 using transport::Millis;
 
@@ -257,78 +260,6 @@ Measured our_round_trip_us(const CostMeter& meter, int rounds) {
   c->disconnect(Millis(1000));
   return {us, bench::per_op(before, after, rounds)};
 }
-
-// ---- report -------------------------------------------------------------------------------
-
-// "at least" or "at most" `bound`; the ratio targets compare ours / raw, the cost targets
-// compare our figure per operation.
-struct Target {
-  bool at_least;
-  double bound;
-  std::string text(const char* unit) const {
-    char b[32];
-    std::snprintf(b, sizeof b, "%s %g%s", at_least ? ">=" : "<=", bound, unit);
-    return b;
-  }
-  bool met(double v) const { return at_least ? v >= bound : v <= bound; }
-};
-
-struct Report {
-  nlohmann::json doc;
-  int met = 0;
-  int missed = 0;
-
-  const char* tally(bool ok) {
-    ++(ok ? met : missed);
-    return ok ? "yes" : "NO";
-  }
-
-  // No target: a row that explains another (printed and recorded, not tallied).
-  void ratio_row(const std::string& what, double ours, double base, const char* unit,
-                 std::optional<Target> target) {
-    const double ratio = ours / base;
-    std::printf("%-32s %11.2f %11.2f  %-7s %6.3fx  %-8s %s\n", what.c_str(), ours, base, unit,
-                ratio, target ? target->text("x").c_str() : "-",
-                target ? tally(target->met(ratio)) : "");
-    doc["figures"].push_back({{"what", what},
-                              {"unit", unit},
-                              {"ours", ours},
-                              {"baseline", base},
-                              {"ratio", ratio},
-                              {"target", target ? nlohmann::json(target->text("x")) : nullptr},
-                              {"met", target ? nlohmann::json(target->met(ratio)) : nullptr}});
-  }
-
-  static std::string cell(std::optional<double> v) {
-    char b[32];
-    if (!v) return "n/a";
-    std::snprintf(b, sizeof b, "%.2f", *v);
-    return b;
-  }
-
-  static nlohmann::json costs(const bench::PerOp& p) {
-    return {{"context_switches", p.context_switches()},
-            {"voluntary_switches", p.voluntary_switches},
-            {"involuntary_switches", p.involuntary_switches},
-            {"syscalls", p.syscalls ? nlohmann::json(*p.syscalls) : nlohmann::json()}};
-  }
-
-  // Two lines, context switches and syscalls, for one kind of operation.
-  void cost_rows(const std::string& op, const bench::PerOp& ours, const bench::PerOp& raw,
-                 std::optional<Target> switches, std::optional<Target> syscalls) {
-    nlohmann::json row = {{"operation", op}, {"ours", costs(ours)}, {"raw_tcp", costs(raw)}};
-    auto line = [&](const char* what, std::optional<double> o, std::optional<double> r,
-                    std::optional<Target> t) {
-      const std::string mark = !t ? "" : !o ? "n/a" : tally(t->met(*o));
-      std::printf("%-50s %9s %9s  %-8s %s\n", (op + ": " + what).c_str(), cell(o).c_str(),
-                  cell(r).c_str(), t ? t->text("").c_str() : "-", mark.c_str());
-      if (t) row["targets"][what] = {{"target", t->text("")}, {"met", o && t->met(*o)}};
-    };
-    line("context switches", ours.context_switches(), raw.context_switches(), switches);
-    line("syscalls", ours.syscalls, raw.syscalls, syscalls);
-    doc["per_operation"].push_back(row);
-  }
-};
 
 struct Options {
   double seconds = 2.0;

@@ -24,7 +24,8 @@ HELP_PAGES = [
     ("rdma-probe", []), ("rdma-probe", ["serve"]), ("rdma-probe", ["connect"]),
     ("rdma-probe", ["probe"]), ("rdma-probe", ["personalities"]), ("rdma-probe", ["xrc"]),
     ("rdma-probe", ["devices"]), ("rdma-storm", []), ("rdma-mesh", []), ("rdma-mesh", ["node"]),
-    ("backlog-stat", []), ("verbs-check", []),
+    ("backlog-stat", []), ("verbs-check", []), ("rdma-stream", []), ("rdma-stream", ["serve"]),
+    ("rdma-stream", ["connect"]), ("rdma-stream", ["measure"]),
 ]
 PAGE_IDS = [" ".join([tool, *args]) for tool, args in HELP_PAGES]
 

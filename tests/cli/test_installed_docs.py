@@ -20,7 +20,7 @@ from tests.support.tools import TOOLS
 from .probe_support import PROBE
 
 COMMANDS = {"rdma-probe": ["serve", "connect", "probe", "personalities", "xrc", "devices"],
-            "rdma-mesh": ["node"]}
+            "rdma-mesh": ["node"], "rdma-stream": ["serve", "connect", "measure"]}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from tests.support.paths import REPO_ROOT, build_dir, build_dir_named
 
 #: Every operator tool.
-TOOLS = ("rdma-probe", "rdma-storm", "rdma-mesh", "backlog-stat", "verbs-check")
+TOOLS = ("rdma-probe", "rdma-storm", "rdma-mesh", "backlog-stat", "verbs-check", "rdma-stream")
 
 
 def _in_tree(build: Path, name: str) -> list[Path]:

@@ -1,0 +1,74 @@
+#include "bench_report.h"
+
+#include <cstdio>
+
+namespace rdma_interop::bench {
+
+std::string Target::text(const char* unit) const {
+  char b[32];
+  std::snprintf(b, sizeof b, "%s %g%s", at_least ? ">=" : "<=", bound, unit);
+  return b;
+}
+
+const char* Report::tally(bool ok) {
+  ++(ok ? met : missed);
+  return ok ? "yes" : "NO";
+}
+
+void Report::ratio_row(const std::string& what, double ours, double base, const char* unit,
+                       std::optional<Target> target) {
+  const double ratio = ours / base;
+  std::printf("%-32s %11.2f %11.2f  %-7s %6.3fx  %-8s %s\n", what.c_str(), ours, base, unit,
+              ratio, target ? target->text("x").c_str() : "-",
+              target ? tally(target->met(ratio)) : "");
+  doc["figures"].push_back({{"what", what},
+                            {"unit", unit},
+                            {"ours", ours},
+                            {"baseline", base},
+                            {"ratio", ratio},
+                            {"target", target ? nlohmann::json(target->text("x")) : nullptr},
+                            {"met", target ? nlohmann::json(target->met(ratio)) : nullptr}});
+}
+
+void Report::value_row(const std::string& what, double ours, const char* unit, Target target) {
+  std::printf("%-32s %11.2f %11s  %-7s %7s  %-8s %s\n", what.c_str(), ours, "-", unit, "-",
+              target.text("").c_str(), tally(target.met(ours)));
+  doc["figures"].push_back({{"what", what},
+                            {"unit", unit},
+                            {"ours", ours},
+                            {"baseline", nullptr},
+                            {"ratio", nullptr},
+                            {"target", target.text("")},
+                            {"met", target.met(ours)}});
+}
+
+std::string Report::cell(std::optional<double> v) {
+  char b[32];
+  if (!v) return "n/a";
+  std::snprintf(b, sizeof b, "%.2f", *v);
+  return b;
+}
+
+nlohmann::json Report::costs(const PerOp& p) {
+  return {{"context_switches", p.context_switches()},
+          {"voluntary_switches", p.voluntary_switches},
+          {"involuntary_switches", p.involuntary_switches},
+          {"syscalls", p.syscalls ? nlohmann::json(*p.syscalls) : nlohmann::json()}};
+}
+
+void Report::cost_rows(const std::string& op, const PerOp& ours, const PerOp& raw,
+                       std::optional<Target> switches, std::optional<Target> syscalls) {
+  nlohmann::json row = {{"operation", op}, {"ours", costs(ours)}, {"raw_tcp", costs(raw)}};
+  auto line = [&](const char* what, std::optional<double> o, std::optional<double> r,
+                  std::optional<Target> t) {
+    const std::string mark = !t ? "" : !o ? "n/a" : tally(t->met(*o));
+    std::printf("%-50s %9s %9s  %-8s %s\n", (op + ": " + what).c_str(), cell(o).c_str(),
+                cell(r).c_str(), t ? t->text("").c_str() : "-", mark.c_str());
+    if (t) row["targets"][what] = {{"target", t->text("")}, {"met", o && t->met(*o)}};
+  };
+  line("context switches", ours.context_switches(), raw.context_switches(), switches);
+  line("syscalls", ours.syscalls, raw.syscalls, syscalls);
+  doc["per_operation"].push_back(row);
+}
+
+}  // namespace rdma_interop::bench
