@@ -207,6 +207,8 @@ TEST(StreamEndpoint, APeerThatBreaksTheStreamProtocolGetsATerminate) {
   EXPECT_EQ(stats->terminate_received->cause, want);
   EXPECT_EQ(stats->state, messaging::PeerState::kFailed);
   rogue.close();
+}
+
 // The descriptor is made when first asked for: data that came before is seen at once, and
 // from then on it follows the stream as if it had always been there.
 TEST(StreamEndpoint, ADescriptorAskedForLateIsReadableForWhatCameBefore) {
