@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -269,36 +270,21 @@ struct Options {
   bool require_counters = false;
 };
 
+// The options, CLI11's way (as the tools parse theirs): --help prints them.
 Options parse(int argc, char** argv) {
-  const char* usage =
-      "usage: e2e_bench [--seconds S] [--connections N] [--rounds N] [--json PATH] "
-      "[--require-counters]";
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--require-counters") {
-      o.require_counters = true;
-      continue;
-    }
-    if (flag == "--help" || flag == "-h") {
-      std::printf("%s\n", usage);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) die(usage);
-    const char* value = argv[++i];
-    if (flag == "--seconds") {
-      o.seconds = std::atof(value);
-    } else if (flag == "--connections") {
-      o.connections = std::atoi(value);
-    } else if (flag == "--rounds") {
-      o.rounds = std::atoi(value);
-    } else if (flag == "--json") {
-      o.json_path = value;
-    } else {
-      die(usage);
-    }
+  CLI::App app("e2e_bench: the tcp provider against raw TCP and iperf3 on loopback");
+  app.add_option("--seconds", o.seconds, "per stream run")->check(CLI::PositiveNumber);
+  app.add_option("--connections", o.connections, "connections set up")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rounds", o.rounds, "64 B round trips")->check(CLI::PositiveNumber);
+  app.add_option("--json", o.json_path, "the figures as JSON");
+  app.add_flag("--require-counters", o.require_counters, "fail if syscalls cannot be counted");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.seconds <= 0 || o.connections <= 0 || o.rounds <= 0) die(usage);
   return o;
 }
 

@@ -39,12 +39,14 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "bench_report.h"
 #include "core/stream/stream_endpoint.h"
@@ -434,38 +436,22 @@ struct Options {
   bool require_counters = false;
 };
 
+// The options, CLI11's way (as the tools parse theirs): --help prints them.
 Options parse(int argc, char** argv) {
-  const char* usage =
-      "usage: stream_bench [--seconds S] [--rounds N] [--opens N] [--idle N] [--json PATH] "
-      "[--require-counters]";
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--require-counters") {
-      o.require_counters = true;
-      continue;
-    }
-    if (flag == "--help" || flag == "-h") {
-      std::printf("%s\n", usage);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) die(usage);
-    const char* value = argv[++i];
-    if (flag == "--seconds") {
-      o.seconds = std::atof(value);
-    } else if (flag == "--rounds") {
-      o.rounds = std::atoi(value);
-    } else if (flag == "--opens") {
-      o.opens = std::atoi(value);
-    } else if (flag == "--idle") {
-      o.idle = std::atoi(value);
-    } else if (flag == "--json") {
-      o.json_path = value;
-    } else {
-      die(usage);
-    }
+  CLI::App app("stream_bench: the stream layer against raw TCP and iperf3 on loopback");
+  app.add_option("--seconds", o.seconds, "per throughput run")->check(CLI::PositiveNumber);
+  app.add_option("--rounds", o.rounds, "64 B round trips")->check(CLI::PositiveNumber);
+  app.add_option("--opens", o.opens, "streams opened")->check(CLI::PositiveNumber);
+  app.add_option("--idle", o.idle, "idle streams for the memory figure")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--json", o.json_path, "the figures as JSON");
+  app.add_flag("--require-counters", o.require_counters, "fail if syscalls cannot be counted");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (o.seconds <= 0 || o.rounds <= 0 || o.opens <= 0 || o.idle <= 0) die(usage);
   return o;
 }
 
