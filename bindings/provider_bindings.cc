@@ -20,7 +20,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -401,24 +400,8 @@ void bind_work_requests(py::module_& m) {
       .readonly("solicited", &WorkCompletion::solicited, "RECV of a Send with Solicited Event")
       .readonly("invalidated_stag", &WorkCompletion::invalidated_stag,
                 "RECV of a Send with Invalidate: the STag it invalidated, else None")
-      .property(
-          "terminate",
-          [](const WorkCompletion& wc) -> py::object {
-            if (!wc.terminate) return py::none();
-            py::module_ errors = py::module_::import("rdma_interop.errors");
-            return errors.attr("TerminateCause")(
-                errors.attr("TermLayer")(static_cast<int>(wc.terminate->layer)),
-                wc.terminate->etype, wc.terminate->code);
-          },
-          [](WorkCompletion& wc, std::optional<std::tuple<int, std::uint8_t, std::uint8_t>> cause) {
-            if (!cause) {
-              wc.terminate.reset();
-              return;
-            }
-            auto [layer, etype, code] = *cause;
-            wc.terminate = wire::TerminateCause{static_cast<wire::TermLayer>(layer), etype, code};
-          },
-          "the Terminate behind an error status (an errors.TerminateCause), else None");
+      .readonly("terminate", &WorkCompletion::terminate,
+                "the Terminate behind an error status (an errors.TerminateCause), else None");
   completion.cls().def_property_readonly(
       "ok", [](const WorkCompletion& wc) { return wc.status == rdmap::WcStatus::kSuccess; },
       "status is SUCCESS");

@@ -150,13 +150,10 @@ class PeerStats:
 
     @classmethod
     def _from_core(cls, core: Any) -> PeerStats:
-        def terminate(t: Any) -> Terminate | None:
-            return None if t is None else Terminate._from_core(t)
-
         return cls(
             name=core.name, state=PeerState(core.state), detail=core.detail,
-            terminate_sent=terminate(core.terminate_sent),
-            terminate_received=terminate(core.terminate_received),
+            terminate_sent=core.terminate_sent,
+            terminate_received=core.terminate_received,
             credit=core.credit, queued=core.queued,
             replies_queued=core.replies_queued, held=core.held, refused=core.refused,
             messages_sent=core.messages_sent, bytes_sent=core.bytes_sent,

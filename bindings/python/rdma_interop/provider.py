@@ -163,7 +163,7 @@ class ConnectError(Exception):
         failure: str | None = None,
         detail: str = "",
         terminate: tuple[int, int, int] | None = None,
-        peer_frame: Any = None,
+        peer_frame: MpaFrame | None = None,
         attempts: int = 0,
     ) -> None:
         super().__init__(message)
@@ -172,8 +172,6 @@ class ConnectError(Exception):
         self.failure = failure
         self.detail = detail
         self.terminate = _cause(terminate)
-        if peer_frame is not None and not isinstance(peer_frame, MpaFrame):
-            peer_frame = MpaFrame._from_core(peer_frame)
         self.peer_frame = peer_frame
         self.peer_private_data = None if peer_frame is None else peer_frame.private_data
 
@@ -254,8 +252,8 @@ class ConnectionInfo:
             params=core.params,
             local_address=core.local_address,
             peer_address=core.peer_address,
-            sent_frame=MpaFrame._from_core(core.sent_frame),
-            received_frame=MpaFrame._from_core(core.received_frame),
+            sent_frame=core.sent_frame,
+            received_frame=core.received_frame,
             fell_back_to_revision1=core.fell_back_to_revision1,
         )
 
@@ -335,6 +333,11 @@ class CompletionQueue:
         return f"CompletionQueue(entries={self.entries})"
 
 
+# QpCaps and InitialRecv stay the package's: what they hold is Python's. An initial receive is
+# a Python buffer the connection must pin for its whole life (bindings/provider_bindings.cc
+# holds a Py_buffer per connection), not the raw address and length transport::QpCaps carries,
+# and cq is the package's CompletionQueue. _to_core hands the binding the sizes and the
+# buffers separately, so it pins them with the connection it creates.
 @dataclass(frozen=True)
 class QpCaps:
     """Queue pair sizes, the receives to post before the first FPDU is processed, and the
@@ -492,13 +495,11 @@ class Connection:
 
     @property
     def terminate_received(self) -> Terminate | None:
-        core = self._core.terminate_received
-        return None if core is None else Terminate._from_core(core)
+        return self._core.terminate_received
 
     @property
     def terminate_sent(self) -> Terminate | None:
-        core = self._core.terminate_sent
-        return None if core is None else Terminate._from_core(core)
+        return self._core.terminate_sent
 
     def disconnect(self, timeout_ms: int = 1000) -> None:
         """Orderly close: outstanding FPDUs go out, then TCP FIN. Waits up to timeout_ms."""
@@ -532,7 +533,7 @@ class PendingConnection:
 
     @property
     def request(self) -> MpaFrame:
-        return MpaFrame._from_core(self._core.request)
+        return self._core.request
 
     @property
     def peer_address(self) -> str:
