@@ -8,10 +8,12 @@
 // frozenset of Rtr (any iterable of them, or of their names, on the way in). A listener's
 // cm::BacklogOverflow is Overflow, named by cm::overflow_name ("drop", "reject"). A work
 // completion's rdmap::WcStatus and WcOpcode are rdma_interop.completion_enums' WcStatus (named
-// by rdmap::wc_status_name) and WcOpcode ("send", "rdma_write", "rdma_read", "recv"). An MPA
-// frame's wire::MpaFrameKind is rdma_interop.wire_enums' MpaKind ("request", "reply"); the
-// numbered ones, wire::RdmapOpcode and wire::TermLayer, are IntEnums whose values are the
-// wire's (wire_enums.RdmapOpcode, errors.TermLayer): a field takes the member or its number.
+// by rdmap::wc_status_name) and WcOpcode ("send", "rdma_write", "rdma_read", "recv"). A message
+// endpoint's peer state (credit::ChannelState) is rdma_interop.messaging_enums' PeerState, named
+// by credit::state_name. An MPA frame's wire::MpaFrameKind is rdma_interop.wire_enums' MpaKind
+// ("request", "reply"); the numbered ones, wire::RdmapOpcode and wire::TermLayer, are IntEnums
+// whose values are the wire's (wire_enums.RdmapOpcode, errors.TermLayer): a field takes the
+// member or its number.
 // A wire::TerminateCause is errors.TerminateCause, the (layer, etype, code) named tuple.
 //
 // Every translation unit that converts these types must include this header (a type_caster is
@@ -28,6 +30,7 @@
 
 #include "core/cm/backlog_counters.h"
 #include "core/cm/mpa_policy.h"
+#include "core/credit/peer_channel.h"
 #include "core/personality/policy_names.h"
 #include "core/rdmap/work_request.h"
 #include "core/wire/iwarp_constants.h"
@@ -133,6 +136,17 @@ struct EnumNames<wire::MpaFrameKind> {
   }
 };
 
+template <>
+struct EnumNames<credit::ChannelState> {
+  static constexpr char module[] = "rdma_interop.messaging_enums";
+  static constexpr char cls[] = "PeerState";
+  static std::string_view name(credit::ChannelState value) { return credit::state_name(value); }
+  static std::optional<credit::ChannelState> value(std::string_view text) {
+    return value_named(text, credit::ChannelState::kConnecting, credit::ChannelState::kClosed,
+                       credit::state_name);
+  }
+};
+
 template <class E>
 pybind11::object python_enum_class() {
   return pybind11::module_::import(EnumNames<E>::module).attr(EnumNames<E>::cls);
@@ -222,6 +236,7 @@ RDMA_INTEROP_NAMED_ENUM(rdma_interop::cm::BacklogOverflow);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::rdmap::WcStatus);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::rdmap::WcOpcode);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::wire::MpaFrameKind);
+RDMA_INTEROP_NAMED_ENUM(rdma_interop::credit::ChannelState);
 #undef RDMA_INTEROP_NAMED_ENUM
 
 template <>

@@ -469,13 +469,19 @@ void bind_connection(py::module_& m) {
       .value("ERROR", ConnectionState::kError)
       .value("CLOSED", ConnectionState::kClosed);
 
-  py::class_<ConnectionInfo>(m, "ConnectionInfo")
-      .def_readonly("params", &ConnectionInfo::params)
-      .def_readonly("local_address", &ConnectionInfo::local_address)
-      .def_readonly("peer_address", &ConnectionInfo::peer_address)
-      .def_readonly("sent_frame", &ConnectionInfo::sent_frame)
-      .def_readonly("received_frame", &ConnectionInfo::received_frame)
-      .def_readonly("fell_back_to_revision1", &ConnectionInfo::fell_back_to_revision1);
+  ValueClass<ConnectionInfo>(
+      m, "ConnectionInfo",
+      "What a connection's setup settled on (core/transport/provider.h): the negotiated "
+      "parameters, the addresses (\"198.18.0.1:40122\") and the MPA frames both ways.")
+      .readonly("scheme", &ConnectionInfo::scheme, "the provider's: \"tcp\", \"verbs\"")
+      .readonly("params", &ConnectionInfo::params, "NegotiatedParams")
+      .readonly("local_address", &ConnectionInfo::local_address)
+      .readonly("peer_address", &ConnectionInfo::peer_address)
+      .readonly("sent_frame", &ConnectionInfo::sent_frame, "our Request or Reply")
+      .readonly("received_frame", &ConnectionInfo::received_frame, "the peer's")
+      .readonly("fell_back_to_revision1", &ConnectionInfo::fell_back_to_revision1,
+                "the initiator retried in revision 1")
+      .done();
 
   py::class_<ConnectionHandle>(m, "Connection")
       .def_property_readonly(

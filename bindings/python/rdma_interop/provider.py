@@ -46,6 +46,7 @@ from rdma_interop import _core
 from rdma_interop._core import (
     BacklogCounters,
     CompletionQueueCounters,
+    ConnectionInfo,
     ListenOptions,
     MpaPolicy,
     NegotiatedParams,
@@ -210,10 +211,11 @@ def _cause(cause: tuple[int, int, int] | None) -> TerminateCause | None:
 
 
 # ---- MPA policy and personalities (core/cm/mpa_policy.h, personality.h) --------------------
-# MpaPolicy, Personality, NegotiatedParams, ListenOptions, WorkCompletion and the counters are
-# the C++ value types themselves, bound once (bindings/value_class.h: keyword constructor, ==,
-# repr, replace()); their enums are rdma_interop.policy_enums' (whose values are the file's
-# names) and rdma_interop.completion_enums'.
+# MpaPolicy, Personality, NegotiatedParams, ListenOptions, ConnectionInfo (what setup settled
+# on), WorkCompletion and the counters are the C++ value types themselves, bound once
+# (bindings/value_class.h: keyword constructor, ==, repr, replace()); their enums are
+# rdma_interop.policy_enums' (whose values are the file's names) and
+# rdma_interop.completion_enums'.
 
 
 def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
@@ -229,33 +231,6 @@ def list_personalities(dirs: Sequence[str] | None = None) -> list[Personality]:
     files that fail to load are left out."""
     found, _problems = _core.list_personalities(None if dirs is None else list(dirs))
     return list(found)
-
-
-# ---- what setup settled on (core/cm/negotiated_params.h) ------------------------------------
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    """A connection's negotiated parameters, addresses ("198.18.0.1:40122") and the MPA
-    frames both ways."""
-
-    params: NegotiatedParams
-    local_address: str
-    peer_address: str
-    sent_frame: MpaFrame
-    received_frame: MpaFrame
-    fell_back_to_revision1: bool
-
-    @classmethod
-    def _from_core(cls, core: Any) -> ConnectionInfo:
-        return cls(
-            params=core.params,
-            local_address=core.local_address,
-            peer_address=core.peer_address,
-            sent_frame=core.sent_frame,
-            received_frame=core.received_frame,
-            fell_back_to_revision1=core.fell_back_to_revision1,
-        )
 
 
 # ---- work requests and completions (core/rdmap/work_request.h) -------------------------------
@@ -421,7 +396,7 @@ class Connection:
 
     @property
     def info(self) -> ConnectionInfo:
-        return ConnectionInfo._from_core(self._core.info)
+        return self._core.info
 
     @property
     def negotiated(self) -> NegotiatedParams:
