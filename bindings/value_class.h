@@ -13,7 +13,8 @@
 //   - a constructor as a dataclass has, T(a, b=value, ...): fields by position in declaration
 //     order or by keyword, every one optional (the C++ default); too many, a repeated or an
 //     unknown one is a TypeError;
-//   - == and != (the struct's operator==; without one, field by field), and no hash;
+//   - == and != (the struct's operator==; without one, field by field), and no hash (but see
+//     hashable() below);
 //   - repr "T(a=1, b=2)", every field in declaration order;
 //   - replace(**changes), a changed copy (dataclasses.replace for a bound type);
 //   - _fields, the field names in order (for code that walks them: JSON, reports);
