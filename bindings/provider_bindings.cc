@@ -92,11 +92,6 @@ void add_initial_recvs(const std::vector<std::pair<std::uint64_t, py::object>>& 
   }
 }
 
-std::optional<py::tuple> cause_tuple(const std::optional<wire::TerminateCause>& cause) {
-  if (!cause) return std::nullopt;
-  return py::make_tuple(static_cast<int>(cause->layer), cause->etype, cause->code);
-}
-
 // An rdma_interop.provider.ConnectError instance for `error` (GIL held).
 py::object connect_error_object(const transport::ConnectError& error) {
   py::object cls = py::module_::import("rdma_interop.provider").attr("ConnectError");
@@ -105,7 +100,7 @@ py::object connect_error_object(const transport::ConnectError& error) {
   py::object peer_frame = py::none();
   if (error.peer_frame) peer_frame = py::cast(*error.peer_frame);
   return cls(transport::to_string(error), std::string(transport::kind_name(error.kind)), failure,
-             error.detail, cause_tuple(error.terminate), peer_frame, error.attempts);
+             error.detail, error.terminate, peer_frame, error.attempts);
 }
 
 [[noreturn]] void throw_post_error(rdmap::PostError error) {
