@@ -1,8 +1,9 @@
 // bindings.h - shared helpers of the rdma_interop._core extension module.
 //
-// _core mirrors core/wire closely (same names, same structs); the typed, documented API is
-// the pure-Python package rdma_interop.wire on top of it. Every WireError a codec returns
-// is raised as rdma_interop.errors.WireError (one Python class; .name says which error).
+// _core binds the core's value types once, documented (value_class.h), with their enums as
+// the package's own (enum_casters.h); the rdma_interop package re-exports them and adds what
+// only Python has. Every WireError a codec returns is raised as rdma_interop.errors.WireError
+// (one Python class; .name says which error).
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,5 +1,5 @@
 // enum_casters.h - the C++ enums Python has as the package's own enums: an MPA policy's, a
-// listener's backlog policy's and a work completion's; and RTR sets.
+// listener's backlog policy's, a work completion's and the wire values'; and RTR sets.
 //
 // Each enum of core/cm/mpa_policy.h is, in Python, the str enum of rdma_interop.policy_enums
 // whose values are the personality file's names (policy_names.h): cm::CrcMode::kOptional is
@@ -8,7 +8,13 @@
 // frozenset of Rtr (any iterable of them, or of their names, on the way in). A listener's
 // cm::BacklogOverflow is Overflow, named by cm::overflow_name ("drop", "reject"). A work
 // completion's rdmap::WcStatus and WcOpcode are rdma_interop.completion_enums' WcStatus (named
-// by rdmap::wc_status_name) and WcOpcode ("send", "rdma_write", "rdma_read", "recv").
+// by rdmap::wc_status_name) and WcOpcode ("send", "rdma_write", "rdma_read", "recv"). A message
+// endpoint's peer state (credit::ChannelState) is rdma_interop.messaging_enums' PeerState, named
+// by credit::state_name. An MPA frame's wire::MpaFrameKind is rdma_interop.wire_enums' MpaKind
+// ("request", "reply"); the numbered ones, wire::RdmapOpcode and wire::TermLayer, are IntEnums
+// whose values are the wire's (wire_enums.RdmapOpcode, errors.TermLayer): a field takes the
+// member or its number.
+// A wire::TerminateCause is errors.TerminateCause, the (layer, etype, code) named tuple.
 //
 // Every translation unit that converts these types must include this header (a type_caster is
 // part of the type's definition for pybind11); no py::enum_ binds them.
@@ -16,6 +22,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,8 +30,12 @@
 
 #include "core/cm/backlog_counters.h"
 #include "core/cm/mpa_policy.h"
+#include "core/credit/peer_channel.h"
 #include "core/personality/policy_names.h"
 #include "core/rdmap/work_request.h"
+#include "core/wire/iwarp_constants.h"
+#include "core/wire/mpa_frame.h"
+#include "core/wire/wire_error.h"
 
 namespace rdma_interop::bindings {
 
@@ -113,6 +124,29 @@ struct EnumNames<rdmap::WcOpcode> {
   }
 };
 
+template <>
+struct EnumNames<wire::MpaFrameKind> {
+  static constexpr char module[] = "rdma_interop.wire_enums";
+  static constexpr char cls[] = "MpaKind";
+  static std::string_view name(wire::MpaFrameKind value) {
+    return value == wire::MpaFrameKind::kRequest ? "request" : "reply";
+  }
+  static std::optional<wire::MpaFrameKind> value(std::string_view text) {
+    return value_named(text, wire::MpaFrameKind::kRequest, wire::MpaFrameKind::kReply, name);
+  }
+};
+
+template <>
+struct EnumNames<credit::ChannelState> {
+  static constexpr char module[] = "rdma_interop.messaging_enums";
+  static constexpr char cls[] = "PeerState";
+  static std::string_view name(credit::ChannelState value) { return credit::state_name(value); }
+  static std::optional<credit::ChannelState> value(std::string_view text) {
+    return value_named(text, credit::ChannelState::kConnecting, credit::ChannelState::kClosed,
+                       credit::state_name);
+  }
+};
+
 template <class E>
 pybind11::object python_enum_class() {
   return pybind11::module_::import(EnumNames<E>::module).attr(EnumNames<E>::cls);
@@ -139,6 +173,48 @@ struct NamedEnumCaster {
   }
 };
 
+// The enums whose Python class is an IntEnum of the wire's numbers: (module, cls).
+template <class E>
+struct IntEnumClass;
+
+template <>
+struct IntEnumClass<wire::RdmapOpcode> {
+  static constexpr char module[] = "rdma_interop.wire_enums";
+  static constexpr char cls[] = "RdmapOpcode";
+};
+
+template <>
+struct IntEnumClass<wire::TermLayer> {
+  static constexpr char module[] = "rdma_interop.errors";
+  static constexpr char cls[] = "TermLayer";
+};
+
+// Their caster: through the member's number. A number no member has is the IntEnum's own
+// ValueError, so no C++ value outside the enum is ever made.
+template <class E>
+struct IntEnumCaster {
+  PYBIND11_TYPE_CASTER(E, pybind11::detail::const_name(IntEnumClass<E>::cls));
+
+  static pybind11::object python_class() {
+    return pybind11::module_::import(IntEnumClass<E>::module).attr(IntEnumClass<E>::cls);
+  }
+
+  bool load(pybind11::handle source, bool convert) {
+    pybind11::object cls = python_class();
+    // A plain number is the member's value: taken even where pybind11 does not convert, so
+    // Terminate(2, 0, 2) is a cause's parts in its first overload, not the fields in order.
+    bool number = PyLong_Check(source.ptr()) && !PyBool_Check(source.ptr());
+    if (!convert && !number && !pybind11::isinstance(source, cls)) return false;
+    if (pybind11::isinstance<pybind11::str>(source)) return false;
+    value = static_cast<E>(pybind11::cast<int>(cls(source)));
+    return true;
+  }
+
+  static pybind11::handle cast(E source, pybind11::return_value_policy, pybind11::handle) {
+    return python_class()(static_cast<int>(source)).release();
+  }
+};
+
 }  // namespace rdma_interop::bindings
 
 namespace pybind11::detail {
@@ -159,7 +235,48 @@ RDMA_INTEROP_NAMED_ENUM(rdma_interop::cm::RtrFromReply);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::cm::BacklogOverflow);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::rdmap::WcStatus);
 RDMA_INTEROP_NAMED_ENUM(rdma_interop::rdmap::WcOpcode);
+RDMA_INTEROP_NAMED_ENUM(rdma_interop::wire::MpaFrameKind);
+RDMA_INTEROP_NAMED_ENUM(rdma_interop::credit::ChannelState);
 #undef RDMA_INTEROP_NAMED_ENUM
+
+template <>
+struct type_caster<rdma_interop::wire::RdmapOpcode>
+    : rdma_interop::bindings::IntEnumCaster<rdma_interop::wire::RdmapOpcode> {};
+template <>
+struct type_caster<rdma_interop::wire::TermLayer>
+    : rdma_interop::bindings::IntEnumCaster<rdma_interop::wire::TermLayer> {};
+
+// wire::TerminateCause <-> errors.TerminateCause, the (layer, etype, code) named tuple (any
+// three-item sequence on the way in).
+template <>
+struct type_caster<rdma_interop::wire::TerminateCause> {
+  PYBIND11_TYPE_CASTER(rdma_interop::wire::TerminateCause,
+                       const_name("rdma_interop.errors.TerminateCause"));
+
+  bool load(handle source, bool convert) {
+    if (isinstance<str>(source) || !isinstance<sequence>(source)) return false;
+    auto items = reinterpret_borrow<sequence>(source);
+    if (items.size() != 3) return false;
+    make_caster<rdma_interop::wire::TermLayer> layer;
+    make_caster<std::uint8_t> etype;
+    make_caster<std::uint8_t> code;
+    if (!layer.load(items[0], convert) || !etype.load(items[1], convert) ||
+        !code.load(items[2], convert)) {
+      return false;
+    }
+    value = rdma_interop::wire::TerminateCause{cast_op<rdma_interop::wire::TermLayer>(layer),
+                                               cast_op<std::uint8_t>(etype),
+                                               cast_op<std::uint8_t>(code)};
+    return true;
+  }
+
+  static handle cast(const rdma_interop::wire::TerminateCause& source, return_value_policy,
+                     handle) {
+    return module_::import("rdma_interop.errors")
+        .attr("TerminateCause")(pybind11::cast(source.layer), source.etype, source.code)
+        .release();
+  }
+};
 
 // cm::RtrSet <-> frozenset[Rtr].
 template <>

@@ -36,6 +36,7 @@
 #include "core/telemetry/run_dir.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
+#include "enum_casters.h"
 #include "value_class.h"
 
 namespace rdma_interop::bindings {
@@ -350,35 +351,47 @@ void bind_counters(py::module_& m) {
       .done();
 
   using messaging::PeerStats;
-  py::class_<PeerStats>(m, "PeerStats")
-      .def_readonly("name", &PeerStats::name)
-      .def_property_readonly(
-          "state", [](const PeerStats& s) { return std::string(messaging::state_name(s.state)); })
-      .def_readonly("detail", &PeerStats::detail)
-      .def_readonly("terminate_sent", &PeerStats::terminate_sent)
-      .def_readonly("terminate_received", &PeerStats::terminate_received)
-      .def_readonly("credit", &PeerStats::credit)
-      .def_readonly("queued", &PeerStats::queued)
-      .def_readonly("replies_queued", &PeerStats::replies_queued)
-      .def_readonly("held", &PeerStats::held)
-      .def_readonly("refused", &PeerStats::refused)
-      .def_readonly("messages_sent", &PeerStats::messages_sent)
-      .def_readonly("bytes_sent", &PeerStats::bytes_sent)
-      .def_readonly("writes_sent", &PeerStats::writes_sent)
-      .def_readonly("bytes_written", &PeerStats::bytes_written)
-      .def_readonly("messages_received", &PeerStats::messages_received)
-      .def_readonly("bytes_received", &PeerStats::bytes_received)
-      .def_readonly("lost", &PeerStats::lost)
-      .def_readonly("held_released", &PeerStats::held_released)
-      .def_readonly("stalled_ms", &PeerStats::stalled_ms)
-      .def_readonly("local_address", &PeerStats::local_address)
-      .def_readonly("peer_address", &PeerStats::peer_address);
+  ValueClass<PeerStats>(m, "PeerStats",
+                        "A consistent snapshot of one peer (core/messaging/message_endpoint.h).")
+      .readonly("name", &PeerStats::name)
+      .readonly("state", &PeerStats::state, "a PeerState")
+      .readonly("detail", &PeerStats::detail, "why it failed")
+      .readonly("terminate_sent", &PeerStats::terminate_sent, "the Terminate we sent, else None")
+      .readonly("terminate_received", &PeerStats::terminate_received,
+                "the Terminate the peer sent, else None")
+      .readonly("credit", &PeerStats::credit, "the connection's CreditCounters")
+      .readonly("queued", &PeerStats::queued, "requests waiting for a credit")
+      .readonly("replies_queued", &PeerStats::replies_queued)
+      .readonly("held", &PeerStats::held, "received messages held for a reply")
+      .readonly("refused", &PeerStats::refused, "sends that said try_again")
+      .readonly("messages_sent", &PeerStats::messages_sent,
+                "data messages posted (requests and replies)")
+      .readonly("bytes_sent", &PeerStats::bytes_sent, "their payload octets")
+      .readonly("writes_sent", &PeerStats::writes_sent,
+                "tagged RDMA Writes posted, each just before its message")
+      .readonly("bytes_written", &PeerStats::bytes_written, "their octets")
+      .readonly("messages_received", &PeerStats::messages_received)
+      .readonly("bytes_received", &PeerStats::bytes_received)
+      .readonly("lost", &PeerStats::lost,
+                "accepted by send/reply but never posted: the connection ended first")
+      .readonly("held_released", &PeerStats::held_released,
+                "held when the connection ended: can no longer be answered")
+      .readonly("stalled_ms", &PeerStats::stalled_ms,
+                "how long messages have waited for credit without a break (0: none)")
+      .readonly("local_address", &PeerStats::local_address)
+      .readonly("peer_address", &PeerStats::peer_address)
+      .done();
 
   using messaging::EndpointStats;
-  py::class_<EndpointStats>(m, "EndpointStats")
-      .def_readonly("budget", &EndpointStats::budget)
-      .def_readonly("cq", &EndpointStats::cq)
-      .def_readonly("bytes_allocated", &EndpointStats::bytes_allocated);
+  ValueClass<EndpointStats>(m, "EndpointStats", "A consistent snapshot of the whole endpoint.")
+      .readonly("budget", &EndpointStats::budget,
+                "each peer's share of the completion queue, summed (CompletionBudgetCounters)")
+      .readonly("cq", &EndpointStats::cq,
+                "the shared completion queue's CompletionQueueCounters (overruns: 0 by "
+                "construction)")
+      .readonly("bytes_allocated", &EndpointStats::bytes_allocated,
+                "every peer's buffers: the configured memory bound")
+      .done();
 }
 
 void bind_config(py::module_& m) {

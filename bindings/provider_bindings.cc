@@ -20,7 +20,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -93,11 +92,6 @@ void add_initial_recvs(const std::vector<std::pair<std::uint64_t, py::object>>& 
   }
 }
 
-std::optional<py::tuple> cause_tuple(const std::optional<wire::TerminateCause>& cause) {
-  if (!cause) return std::nullopt;
-  return py::make_tuple(static_cast<int>(cause->layer), cause->etype, cause->code);
-}
-
 // An rdma_interop.provider.ConnectError instance for `error` (GIL held).
 py::object connect_error_object(const transport::ConnectError& error) {
   py::object cls = py::module_::import("rdma_interop.provider").attr("ConnectError");
@@ -106,7 +100,7 @@ py::object connect_error_object(const transport::ConnectError& error) {
   py::object peer_frame = py::none();
   if (error.peer_frame) peer_frame = py::cast(*error.peer_frame);
   return cls(transport::to_string(error), std::string(transport::kind_name(error.kind)), failure,
-             error.detail, cause_tuple(error.terminate), peer_frame, error.attempts);
+             error.detail, error.terminate, peer_frame, error.attempts);
 }
 
 [[noreturn]] void throw_post_error(rdmap::PostError error) {
@@ -401,24 +395,8 @@ void bind_work_requests(py::module_& m) {
       .readonly("solicited", &WorkCompletion::solicited, "RECV of a Send with Solicited Event")
       .readonly("invalidated_stag", &WorkCompletion::invalidated_stag,
                 "RECV of a Send with Invalidate: the STag it invalidated, else None")
-      .property(
-          "terminate",
-          [](const WorkCompletion& wc) -> py::object {
-            if (!wc.terminate) return py::none();
-            py::module_ errors = py::module_::import("rdma_interop.errors");
-            return errors.attr("TerminateCause")(
-                errors.attr("TermLayer")(static_cast<int>(wc.terminate->layer)),
-                wc.terminate->etype, wc.terminate->code);
-          },
-          [](WorkCompletion& wc, std::optional<std::tuple<int, std::uint8_t, std::uint8_t>> cause) {
-            if (!cause) {
-              wc.terminate.reset();
-              return;
-            }
-            auto [layer, etype, code] = *cause;
-            wc.terminate = wire::TerminateCause{static_cast<wire::TermLayer>(layer), etype, code};
-          },
-          "the Terminate behind an error status (an errors.TerminateCause), else None");
+      .readonly("terminate", &WorkCompletion::terminate,
+                "the Terminate behind an error status (an errors.TerminateCause), else None");
   completion.cls().def_property_readonly(
       "ok", [](const WorkCompletion& wc) { return wc.status == rdmap::WcStatus::kSuccess; },
       "status is SUCCESS");
@@ -486,13 +464,19 @@ void bind_connection(py::module_& m) {
       .value("ERROR", ConnectionState::kError)
       .value("CLOSED", ConnectionState::kClosed);
 
-  py::class_<ConnectionInfo>(m, "ConnectionInfo")
-      .def_readonly("params", &ConnectionInfo::params)
-      .def_readonly("local_address", &ConnectionInfo::local_address)
-      .def_readonly("peer_address", &ConnectionInfo::peer_address)
-      .def_readonly("sent_frame", &ConnectionInfo::sent_frame)
-      .def_readonly("received_frame", &ConnectionInfo::received_frame)
-      .def_readonly("fell_back_to_revision1", &ConnectionInfo::fell_back_to_revision1);
+  ValueClass<ConnectionInfo>(
+      m, "ConnectionInfo",
+      "What a connection's setup settled on (core/transport/provider.h): the negotiated "
+      "parameters, the addresses (\"198.18.0.1:40122\") and the MPA frames both ways.")
+      .readonly("scheme", &ConnectionInfo::scheme, "the provider's: \"tcp\", \"verbs\"")
+      .readonly("params", &ConnectionInfo::params, "NegotiatedParams")
+      .readonly("local_address", &ConnectionInfo::local_address)
+      .readonly("peer_address", &ConnectionInfo::peer_address)
+      .readonly("sent_frame", &ConnectionInfo::sent_frame, "our Request or Reply")
+      .readonly("received_frame", &ConnectionInfo::received_frame, "the peer's")
+      .readonly("fell_back_to_revision1", &ConnectionInfo::fell_back_to_revision1,
+                "the initiator retried in revision 1")
+      .done();
 
   py::class_<ConnectionHandle>(m, "Connection")
       .def_property_readonly(

@@ -10,15 +10,20 @@
 //
 // Each field is a def_readwrite (or def_readonly for a snapshot Python should not edit) with
 // its header comment as the docstring. done() adds what every value has in Python:
-//   - a keyword constructor, T(field=value, ...), every field optional (the C++ default);
-//     an unknown keyword is a TypeError, as for a dataclass;
-//   - == and != (the struct's operator==; without one, field by field), and no hash;
+//   - a constructor as a dataclass has, T(a, b=value, ...): fields by position in declaration
+//     order or by keyword, every one optional (the C++ default); too many, a repeated or an
+//     unknown one is a TypeError;
+//   - == and != (the struct's operator==; without one, field by field), and no hash (but see
+//     hashable() below);
 //   - repr "T(a=1, b=2)", every field in declaration order;
 //   - replace(**changes), a changed copy (dataclasses.replace for a bound type);
-//   - _fields, the field names in order (for code that walks them: JSON, reports).
+//   - _fields, the field names in order (for code that walks them: JSON, reports);
+//   - pickling, as its fields in order.
 // Fields the struct keeps in another unit (milliseconds as std::chrono, octets as a vector)
-// are property()s with a getter and a setter in Python's unit; they take part in all of the
-// above like any other field.
+// are property()s (readonly_property() for a value Python should not edit) with a getter and
+// a setter in Python's unit; they take part in all of the above like any other field.
+// A value whose fields are all read-only is as a frozen dataclass: hashable() gives it the
+// hash of its fields (so it can key a dict or sit in a set, as before it was bound).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -59,12 +64,24 @@ class ValueClass {
   // A field kept in another form in C++: get(const T&) and set(T&, V) in Python's.
   template <class Get, class Set>
   ValueClass& property(const char* name, Get get, Set set, const char* doc = "") {
-    // Held as an object: a py::cpp_function copied into the lambda would take pybind11's
-    // Func&& constructor instead of its copy constructor.
-    py::object setter = py::cpp_function(set);
     cls_.def_property(name, get, set, doc);
-    fields_.emplace_back(name, [setter](T& value, py::handle v) {
-      setter(py::cast(&value, py::return_value_policy::reference), v);
+    return add_setter(name, set);
+  }
+
+  // The same for a snapshot: Python reads it; only the constructor and replace() set it.
+  template <class Get, class Set>
+  ValueClass& readonly_property(const char* name, Get get, Set set, const char* doc = "") {
+    cls_.def_property_readonly(name, get, doc);
+    return add_setter(name, set);
+  }
+
+  // Hashable by its fields (for a value whose fields are all read-only).
+  ValueClass& hashable() {
+    cls_.def("__hash__", [](py::handle self) {
+      py::tuple values(py::len(self.attr("_fields")));
+      std::size_t i = 0;
+      for (auto field : self.attr("_fields")) values[i++] = self.attr(field);
+      return py::hash(values);
     });
     return *this;
   }
@@ -75,7 +92,7 @@ class ValueClass {
   py::class_<T>& done() {
     auto fields = std::make_shared<std::vector<std::pair<std::string, Setter>>>(fields_);
     std::string name = name_;
-    auto apply = [fields, name](T& value, const py::kwargs& changes) {
+    auto apply = [fields, name](T& value, const py::dict& changes) {
       for (const auto& [key, v] : changes) {
         auto field = py::cast<std::string>(key);
         bool found = false;
@@ -96,9 +113,26 @@ class ValueClass {
         }
       }
     };
-    cls_.def(py::init([apply](const py::kwargs& fields) {
+    cls_.def(py::init([apply, fields, name](const py::args& positional, const py::kwargs& named) {
+      if (positional.size() > fields->size()) {
+        throw py::type_error(name + "() takes " + std::to_string(fields->size()) +
+                             " positional arguments but " + std::to_string(positional.size()) +
+                             " were given");
+      }
+      // Positional arguments name the first fields, as for a dataclass.
+      py::dict all;
+      for (std::size_t i = 0; i < positional.size(); ++i) {
+        all[py::str((*fields)[i].first)] = positional[i];
+      }
+      for (const auto& [key, v] : named) {
+        if (all.contains(key)) {
+          throw py::type_error(name + "() got multiple values for argument '" +
+                               py::cast<std::string>(key) + "'");
+        }
+        all[key] = v;
+      }
       T value{};
-      apply(value, fields);
+      apply(value, all);
       return value;
     }));
     cls_.def(
@@ -130,6 +164,13 @@ class ValueClass {
     py::tuple names(fields->size());
     for (std::size_t i = 0; i < fields->size(); ++i) names[i] = py::str((*fields)[i].first);
     cls_.attr("_fields") = names;
+    // Pickled as its type and its fields in order, which the constructor takes back (a value
+    // crosses a process pool, or travels inside a pickled exception, as a dataclass did).
+    cls_.def("__reduce__", [](py::handle self) {
+      py::list values;
+      for (auto field : self.attr("_fields")) values.append(self.attr(field));
+      return py::make_tuple(py::type::of(self), py::tuple(values));
+    });
     cls_.def("__repr__", [name](py::handle self) {
       std::string out = name + "(";
       bool first = true;
@@ -145,6 +186,17 @@ class ValueClass {
   }
 
  private:
+  template <class Set>
+  ValueClass& add_setter(const char* name, Set set) {
+    // Held as an object: a py::cpp_function copied into the lambda would take pybind11's
+    // Func&& constructor instead of its copy constructor.
+    py::object setter = py::cpp_function(set);
+    fields_.emplace_back(name, [setter](T& value, py::handle v) {
+      setter(py::cast(&value, py::return_value_policy::reference), v);
+    });
+    return *this;
+  }
+
   template <class M>
   ValueClass& add(const char* name, M T::*member) {
     fields_.emplace_back(name,

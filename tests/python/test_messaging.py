@@ -194,6 +194,7 @@ def test_messages_flow_both_ways_in_order(node, link) -> None:
     sa, sb = a.endpoint.stats(to_b), b.endpoint.stats(to_a)
     assert sa is not None and sb is not None
     assert sa.state is PeerState.CONNECTED and sa.name == "b" and sb.name == "a"
+    assert sa.terminate_sent is None and sa.terminate_received is None and sa == sa.replace()
     assert sa.messages_sent == sb.messages_received == count
     assert sa.bytes_sent == sb.bytes_received == sum(100 + i for i in range(count))
     assert sa.writes_sent == sa.bytes_written == 0  # no tagged writes from Python
@@ -203,7 +204,7 @@ def test_messages_flow_both_ways_in_order(node, link) -> None:
     assert eventually(lambda: settled(a, to_b, b, to_a) and settled(b, to_a, a, to_b))
     budget = a.endpoint.endpoint_stats.budget
     assert budget.high_water <= budget.cq_entries
-    assert a.endpoint.endpoint_stats.cq_overruns == 0
+    assert a.endpoint.endpoint_stats.cq.overruns == 0
     assert a.endpoint.peers() == [to_b]
 
 

@@ -227,6 +227,9 @@ def test_cxgb4_initiator_and_siw_responder_agree_on_read_rtr(connect_pair: Calla
     assert res.params.peer_private_data == b"cxgb4"
     # What each sent is what the other received; IRD/ORD words as the frames carried them.
     assert ini.sent_frame == res.received_frame and res.sent_frame == ini.received_frame
+    # The C++ ConnectionInfo itself, frames and all (bound once).
+    assert type(ini) is _core.ConnectionInfo and ini.scheme == res.scheme == "tcp"
+    assert ini == ini.replace() and ini != res
     assert (ini.params.peer_ird, ini.params.peer_ord) == (16, 16)
     assert (res.params.peer_ird, res.params.peer_ord) == (32, 32)
     assert ini.params.ord <= res.params.ird  # relaxed: cxgb4 lowers its ORD to siw's IRD

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -94,7 +93,7 @@ BAD_SEGMENTS = {
 def test_bad_segment_gets_the_rfc_terminate(
     base: DdpHeader, change: dict[str, int], name: str, cause: tuple[int, int, int]
 ) -> None:
-    ulpdu = dataclasses.replace(base, **change).encode() + b"payload"
+    ulpdu = base.replace(**change).encode() + b"payload"
     with pytest.raises(WireError) as caught:
         DdpSegment.decode(ulpdu)
     assert caught.value.name == name
@@ -185,7 +184,7 @@ def test_terminate_with_read_request_header_round_trips() -> None:
 
 
 def test_terminate_for_an_error_carries_its_cause_and_the_offending_header() -> None:
-    bad = dataclasses.replace(DdpHeader.send(msn=1), queue_number=3).encode() + b"x"
+    bad = DdpHeader.send(msn=1).replace(queue_number=3).encode() + b"x"
     with pytest.raises(WireError) as caught:
         DdpSegment.decode(bad)
     terminate = Terminate.for_error(caught.value, bad)
@@ -196,7 +195,7 @@ def test_terminate_for_an_error_carries_its_cause_and_the_offending_header() -> 
 
 def test_terminate_for_a_version_error_echoes_no_header() -> None:
     """The layout of a segment with a bad version is unknown, so (as siw) nothing is echoed."""
-    bad = dataclasses.replace(DdpHeader.send(msn=1), ddp_version=2).encode() + b"x"
+    bad = DdpHeader.send(msn=1).replace(ddp_version=2).encode() + b"x"
     with pytest.raises(WireError) as caught:
         DdpSegment.decode(bad)
     terminate = Terminate.for_error(caught.value, bad)

@@ -34,7 +34,6 @@ memory. Calls that wait (connect, accept, wait_ready, close_peer, close) release
 
 from __future__ import annotations
 
-import enum
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,9 +41,9 @@ from types import TracebackType
 from typing import Any
 
 from rdma_interop import _core
-from rdma_interop._core import CompletionBudgetCounters, CreditCounters
+from rdma_interop._core import CompletionBudgetCounters, CreditCounters, EndpointStats, PeerStats
+from rdma_interop.messaging_enums import PeerState, SendStatus
 from rdma_interop.provider import MpaPolicy, PendingConnection, Provider
-from rdma_interop.wire import Terminate
 
 __all__ = [
     "CompletionBudgetCounters",
@@ -66,25 +65,10 @@ PeerId = int
 MessageId = int
 
 
-class SendStatus(str, enum.Enum):
-    """What :meth:`MessageEndpoint.send` (and reply, hold, release) did. Only OK took the
-    message; every other status left nothing queued."""
-
-    OK = "ok"  # posted or queued: delivered unless the connection fails
-    TRY_AGAIN = "try_again"  # the peer's queue is full (it is not consuming): EAGAIN
-    TOO_LONG = "too_long"  # over the peer's max_message
-    UNKNOWN_PEER = "unknown_peer"  # no such peer, or it was closed
-    PEER_FAILED = "peer_failed"  # the connection failed: see PeerStats.detail
-    NOT_HELD = "not_held"  # reply/hold/release: no such message, or already answered
-
-
-class PeerState(str, enum.Enum):
-    CONNECTING = "connecting"
-    CONNECTED = "connected"
-    FAILED = "failed"  # an error or a Terminate ended it: see PeerStats.detail
-    CLOSED = "closed"  # closed in order, by us or by the peer
-
-
+# EndpointConfig stays the package's: publish and run_dir have no field in C++, whose config
+# holds the telemetry publisher itself (a running object with a thread and files in run_dir).
+# A value Python builds, compares and copies freely must not start one; _to_core makes it once,
+# for the endpoint that is being created.
 @dataclass(frozen=True)
 class EndpointConfig:
     """An endpoint's numbers, the same for every peer. Memory per peer is
@@ -124,57 +108,9 @@ class Message:
     payload: bytes
 
 
-@dataclass(frozen=True)
-class PeerStats:
-    """A consistent snapshot of one peer."""
-
-    name: str
-    state: PeerState
-    detail: str  # why it failed
-    terminate_sent: Terminate | None
-    terminate_received: Terminate | None
-    credit: CreditCounters
-    queued: int  # requests waiting for a credit
-    replies_queued: int
-    held: int  # received messages held for a reply
-    refused: int  # sends that said TRY_AGAIN
-    messages_sent: int
-    bytes_sent: int
-    writes_sent: int  # tagged RDMA Writes posted, each before its message
-    bytes_written: int
-    messages_received: int
-    bytes_received: int
-    lost: int  # accepted by send/reply but never posted: the connection ended first
-    held_released: int  # held when the connection ended: can no longer be answered
-    stalled_ms: float  # how long messages have waited for credit without a break (0: none)
-    local_address: str
-    peer_address: str
-
-    @classmethod
-    def _from_core(cls, core: Any) -> PeerStats:
-        def terminate(t: Any) -> Terminate | None:
-            return None if t is None else Terminate._from_core(t)
-
-        return cls(
-            name=core.name, state=PeerState(core.state), detail=core.detail,
-            terminate_sent=terminate(core.terminate_sent),
-            terminate_received=terminate(core.terminate_received),
-            credit=core.credit, queued=core.queued,
-            replies_queued=core.replies_queued, held=core.held, refused=core.refused,
-            messages_sent=core.messages_sent, bytes_sent=core.bytes_sent,
-            writes_sent=core.writes_sent, bytes_written=core.bytes_written,
-            messages_received=core.messages_received, bytes_received=core.bytes_received,
-            lost=core.lost, held_released=core.held_released, stalled_ms=core.stalled_ms,
-            local_address=core.local_address, peer_address=core.peer_address,
-        )
-
-
-@dataclass(frozen=True)
-class EndpointStats:
-    budget: CompletionBudgetCounters
-    cq_overruns: int  # completions lost to a full queue: 0 by construction
-    cq_high_water: int
-    bytes_allocated: int  # every peer's buffers: the configured memory bound
+# PeerStats and EndpointStats (with the counters in them) are the C++ value types themselves,
+# bound once (bindings/messaging_bindings.cc); PeerState and SendStatus are
+# rdma_interop.messaging_enums'.
 
 
 MessageHandler = Callable[[Message], Any]
@@ -279,16 +215,11 @@ class MessageEndpoint:
 
     def stats(self, peer: PeerId) -> PeerStats | None:
         """A snapshot of one peer; None for an unknown (or closed) peer."""
-        core = self._core.stats(peer)
-        return None if core is None else PeerStats._from_core(core)
+        return self._core.stats(peer)
 
     @property
     def endpoint_stats(self) -> EndpointStats:
-        core = self._core.endpoint_stats()
-        return EndpointStats(budget=core.budget,
-                             cq_overruns=int(core.cq.overruns),
-                             cq_high_water=int(core.cq.high_water),
-                             bytes_allocated=int(core.bytes_allocated))
+        return self._core.endpoint_stats()
 
     @property
     def closed(self) -> bool:

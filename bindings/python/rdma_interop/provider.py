@@ -46,6 +46,7 @@ from rdma_interop import _core
 from rdma_interop._core import (
     BacklogCounters,
     CompletionQueueCounters,
+    ConnectionInfo,
     ListenOptions,
     MpaPolicy,
     NegotiatedParams,
@@ -163,7 +164,7 @@ class ConnectError(Exception):
         failure: str | None = None,
         detail: str = "",
         terminate: tuple[int, int, int] | None = None,
-        peer_frame: Any = None,
+        peer_frame: MpaFrame | None = None,
         attempts: int = 0,
     ) -> None:
         super().__init__(message)
@@ -172,8 +173,6 @@ class ConnectError(Exception):
         self.failure = failure
         self.detail = detail
         self.terminate = _cause(terminate)
-        if peer_frame is not None and not isinstance(peer_frame, MpaFrame):
-            peer_frame = MpaFrame._from_core(peer_frame)
         self.peer_frame = peer_frame
         self.peer_private_data = None if peer_frame is None else peer_frame.private_data
 
@@ -212,10 +211,11 @@ def _cause(cause: tuple[int, int, int] | None) -> TerminateCause | None:
 
 
 # ---- MPA policy and personalities (core/cm/mpa_policy.h, personality.h) --------------------
-# MpaPolicy, Personality, NegotiatedParams, ListenOptions, WorkCompletion and the counters are
-# the C++ value types themselves, bound once (bindings/value_class.h: keyword constructor, ==,
-# repr, replace()); their enums are rdma_interop.policy_enums' (whose values are the file's
-# names) and rdma_interop.completion_enums'.
+# MpaPolicy, Personality, NegotiatedParams, ListenOptions, ConnectionInfo (what setup settled
+# on), WorkCompletion and the counters are the C++ value types themselves, bound once
+# (bindings/value_class.h: keyword constructor, ==, repr, replace()); their enums are
+# rdma_interop.policy_enums' (whose values are the file's names) and
+# rdma_interop.completion_enums'.
 
 
 def find_personality(name_or_path: str, dirs: Sequence[str] | None = None) -> Personality:
@@ -231,33 +231,6 @@ def list_personalities(dirs: Sequence[str] | None = None) -> list[Personality]:
     files that fail to load are left out."""
     found, _problems = _core.list_personalities(None if dirs is None else list(dirs))
     return list(found)
-
-
-# ---- what setup settled on (core/cm/negotiated_params.h) ------------------------------------
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    """A connection's negotiated parameters, addresses ("198.18.0.1:40122") and the MPA
-    frames both ways."""
-
-    params: NegotiatedParams
-    local_address: str
-    peer_address: str
-    sent_frame: MpaFrame
-    received_frame: MpaFrame
-    fell_back_to_revision1: bool
-
-    @classmethod
-    def _from_core(cls, core: Any) -> ConnectionInfo:
-        return cls(
-            params=core.params,
-            local_address=core.local_address,
-            peer_address=core.peer_address,
-            sent_frame=MpaFrame._from_core(core.sent_frame),
-            received_frame=MpaFrame._from_core(core.received_frame),
-            fell_back_to_revision1=core.fell_back_to_revision1,
-        )
 
 
 # ---- work requests and completions (core/rdmap/work_request.h) -------------------------------
@@ -335,6 +308,11 @@ class CompletionQueue:
         return f"CompletionQueue(entries={self.entries})"
 
 
+# QpCaps and InitialRecv stay the package's: what they hold is Python's. An initial receive is
+# a Python buffer the connection must pin for its whole life (bindings/provider_bindings.cc
+# holds a Py_buffer per connection), not the raw address and length transport::QpCaps carries,
+# and cq is the package's CompletionQueue. _to_core hands the binding the sizes and the
+# buffers separately, so it pins them with the connection it creates.
 @dataclass(frozen=True)
 class QpCaps:
     """Queue pair sizes, the receives to post before the first FPDU is processed, and the
@@ -418,7 +396,7 @@ class Connection:
 
     @property
     def info(self) -> ConnectionInfo:
-        return ConnectionInfo._from_core(self._core.info)
+        return self._core.info
 
     @property
     def negotiated(self) -> NegotiatedParams:
@@ -492,13 +470,11 @@ class Connection:
 
     @property
     def terminate_received(self) -> Terminate | None:
-        core = self._core.terminate_received
-        return None if core is None else Terminate._from_core(core)
+        return self._core.terminate_received
 
     @property
     def terminate_sent(self) -> Terminate | None:
-        core = self._core.terminate_sent
-        return None if core is None else Terminate._from_core(core)
+        return self._core.terminate_sent
 
     def disconnect(self, timeout_ms: int = 1000) -> None:
         """Orderly close: outstanding FPDUs go out, then TCP FIN. Waits up to timeout_ms."""
@@ -532,7 +508,7 @@ class PendingConnection:
 
     @property
     def request(self) -> MpaFrame:
-        return MpaFrame._from_core(self._core.request)
+        return self._core.request
 
     @property
     def peer_address(self) -> str:
