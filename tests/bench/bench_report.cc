@@ -1,6 +1,9 @@
 #include "bench_report.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
 
 namespace rdma_interop::bench {
 
@@ -69,6 +72,25 @@ void Report::cost_rows(const std::string& op, const PerOp& ours, const PerOp& ra
   line("context switches", ours.context_switches(), raw.context_switches(), switches);
   line("syscalls", ours.syscalls, raw.syscalls, syscalls);
   doc["per_operation"].push_back(row);
+}
+
+Report start_report(const std::string& schema, const nlohmann::json& settings,
+                    const CostMeter& meter) {
+  Report r;
+  r.doc = settings;
+  r.doc["schema"] = schema;
+  r.doc["cpus"] = std::thread::hardware_concurrency();
+  r.doc["syscalls_counted"] = meter.unavailable().empty();
+  r.doc["load_average_1min"] = std::atof(load_average().c_str());
+  r.doc["figures"] = nlohmann::json::array();
+  r.doc["per_operation"] = nlohmann::json::array();
+  return r;
+}
+
+std::string load_average() {
+  std::string load = "?";
+  std::ifstream("/proc/loadavg") >> load;
+  return load;
 }
 
 }  // namespace rdma_interop::bench

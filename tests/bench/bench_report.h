@@ -46,4 +46,13 @@ struct Report {
   static nlohmann::json costs(const PerOp& p);
 };
 
+// A report whose document holds `schema`, the run's `settings`, the CPUs, whether syscalls
+// are counted, the 1-minute load average and the empty figure lists.
+Report start_report(const std::string& schema, const nlohmann::json& settings,
+                    const CostMeter& meter);
+
+// The 1-minute load average ("?" when /proc/loadavg cannot be read): other work on the CPUs
+// moves every figure, and this says how much there was.
+std::string load_average();
+
 }  // namespace rdma_interop::bench

@@ -41,7 +41,9 @@ namespace {
 using namespace rdma_interop;
 using bench::CostMeter;
 using bench::Measured;
+using bench::load_average;
 using bench::Report;
+using bench::start_report;
 using bench::Target;
 using Clock = std::chrono::steady_clock;
 using transport::Millis;
@@ -302,24 +304,15 @@ int main(int argc, char** argv) {
   if (o.require_counters && !meter.unavailable().empty()) {
     die("syscalls cannot be counted: " + meter.unavailable());
   }
-  Report r;
-  r.doc = {{"schema", "rdma-interop/e2e-bench/1"},
-           {"seconds", o.seconds},
-           {"connections", o.connections},
-           {"rounds", o.rounds},
-           {"cpus", std::thread::hardware_concurrency()},
-           {"syscalls_counted", meter.unavailable().empty()},
-           {"figures", nlohmann::json::array()},
-           {"per_operation", nlohmann::json::array()}};
-
-  // Other work on the CPUs moves every figure here; the load says how much there was.
-  std::string load = "?";
-  std::ifstream("/proc/loadavg") >> load;
+  Report r = start_report("rdma-interop/e2e-bench/1",
+                          {{"seconds", o.seconds}, {"connections", o.connections},
+                           {"rounds", o.rounds}},
+                          meter);
+  const std::string load = load_average();
   std::printf("e2e_bench: loopback, client and server as threads of one process, %u CPUs, "
               "load %s; --seconds %g --connections %d --rounds %d\n",
               std::thread::hardware_concurrency(), load.c_str(), o.seconds, o.connections,
               o.rounds);
-  r.doc["load_average_1min"] = std::atof(load.c_str());
   std::printf("\n%-32s %11s %11s  %-7s %8s  %-8s %s\n", "same run", "ours", "baseline", "unit",
               "ratio", "target", "met");
 

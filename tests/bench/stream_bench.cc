@@ -62,7 +62,9 @@ using namespace rdma_interop;
 using namespace std::chrono_literals;
 using bench::CostMeter;
 using bench::Measured;
+using bench::load_average;
 using bench::Report;
+using bench::start_report;
 using bench::Target;
 using stream::SessionCounters;
 using stream::SessionId;
@@ -477,23 +479,15 @@ int main(int argc, char** argv) {
   if (o.require_counters && !meter.unavailable().empty()) {
     die("syscalls cannot be counted: " + meter.unavailable());
   }
-  Report r;
-  r.doc = {{"schema", "rdma-interop/stream-bench/1"},
-           {"seconds", o.seconds},
-           {"rounds", o.rounds},
-           {"opens", o.opens},
-           {"idle_streams", o.idle},
-           {"cpus", std::thread::hardware_concurrency()},
-           {"syscalls_counted", meter.unavailable().empty()},
-           {"figures", nlohmann::json::array()},
-           {"per_operation", nlohmann::json::array()}};
-  std::string load = "?";
-  std::ifstream("/proc/loadavg") >> load;
+  Report r = start_report("rdma-interop/stream-bench/1",
+                          {{"seconds", o.seconds}, {"rounds", o.rounds}, {"opens", o.opens},
+                           {"idle_streams", o.idle}},
+                          meter);
+  const std::string load = load_average();
   std::printf("stream_bench: loopback, tcp provider, client and server as threads of one "
               "process, %u CPUs, load %s; --seconds %g --rounds %d --opens %d --idle %d\n",
               std::thread::hardware_concurrency(), load.c_str(), o.seconds, o.rounds, o.opens,
               o.idle);
-  r.doc["load_average_1min"] = std::atof(load.c_str());
 
   const Idle idle = idle_streams(o.idle);
 
