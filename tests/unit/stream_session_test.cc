@@ -262,6 +262,39 @@ TEST(StreamSession, OpeningToAPortNobodyListensOnIsRefused) {
   EXPECT_EQ(p.b.counters().refused, 1u);
 }
 
+// The stream's SYN flood: opens nobody accepts are bounded per port (each may hold at most
+// kInitialWindow octets), and one over the backlog is refused, not kept.
+TEST(StreamSession, OpensOverTheAcceptBacklogAreRefused) {
+  Pair p;
+  p.config.accept_backlog = 3;
+  StreamSession a(p.config, Side::kConnector, p.regions_a);
+  StreamSession b(p.config, Side::kAcceptor, p.regions_b);
+  b.listen(80);
+  std::vector<StreamId> ids;
+  std::vector<SessionOutput> out;
+  auto carry = [&](StreamSession& from, StreamSession& to) {
+    from.take_outputs(out);
+    for (const auto& o : out) {
+      if (o.type == SessionOutput::Type::kMessage) to.on_message(o.message);
+    }
+  };
+  for (int i = 0; i < 4; ++i) {
+    ids.push_back(*a.open(80));
+    carry(a, b);
+    carry(b, a);
+  }
+  EXPECT_EQ(b.stream_count(), 3u);
+  EXPECT_EQ(b.counters().refused, 1u);
+  EXPECT_EQ(a.stream_error(ids[3]), StreamErrc::kRefused);
+  EXPECT_FALSE(a.stream_error(ids[0]).has_value());
+  ASSERT_TRUE(b.accept(80).has_value());  // room again: the next open waits
+  ids.push_back(*a.open(80));
+  carry(a, b);
+  carry(b, a);
+  EXPECT_FALSE(a.stream_error(ids[4]).has_value());
+  EXPECT_EQ(b.counters().refused, 1u);
+}
+
 TEST(StreamSession, ClosingWithUnreadDataResetsThePeer) {
   Pair p;
   auto [ida, idb] = connect(p);
