@@ -87,6 +87,29 @@ Report start_report(const std::string& schema, const nlohmann::json& settings,
   return r;
 }
 
+bool finish_report(Report& r, const CostMeter& meter, const std::string& json_path) {
+  std::printf("\ncontext switches: getrusage, voluntary + involuntary (a woken peer preempting "
+              "the waker counts, and so does other load on the CPUs)\n");
+  if (meter.unavailable().empty()) {
+    std::printf("syscalls: a perf counter on raw_syscalls:sys_enter, every thread\n");
+  } else {
+    std::printf("syscalls not counted: %s\n", meter.unavailable().c_str());
+    r.doc["syscalls_unavailable"] = meter.unavailable();
+  }
+  std::printf("targets met: %d/%d (a missed target is reported, not an error)\n", r.met,
+              r.met + r.missed);
+  r.doc["targets_met"] = r.met;
+  r.doc["targets"] = r.met + r.missed;
+  if (json_path.empty()) return true;
+  std::ofstream out(json_path);
+  out << r.doc.dump(2) << '\n';
+  if (!out) {
+    std::fprintf(stderr, "cannot write %s\n", json_path.c_str());
+    return false;
+  }
+  return true;
+}
+
 std::string load_average() {
   std::string load = "?";
   std::ifstream("/proc/loadavg") >> load;

@@ -51,6 +51,10 @@ struct Report {
 Report start_report(const std::string& schema, const nlohmann::json& settings,
                     const CostMeter& meter);
 
+// Ends a run: how the costs were counted, the met/missed tally, and the JSON at `json_path`
+// (none when empty). False, said on stderr, when the JSON cannot be written.
+bool finish_report(Report& r, const CostMeter& meter, const std::string& json_path);
+
 // The 1-minute load average ("?" when /proc/loadavg cannot be read): other work on the CPUs
 // moves every figure, and this says how much there was.
 std::string load_average();

@@ -64,6 +64,7 @@ using bench::CostMeter;
 using bench::Measured;
 using bench::load_average;
 using bench::Report;
+using bench::finish_report;
 using bench::start_report;
 using bench::Target;
 using stream::SessionCounters;
@@ -575,23 +576,5 @@ int main(int argc, char** argv) {
   traffic_row("stream opened (one at a time)", opens.per_op);
   traffic_row("stream opened (64 in flight)", pipelined.per_op);
 
-  std::printf("\ncontext switches: getrusage, voluntary + involuntary (a woken peer preempting "
-              "the waker counts, and so does other load on the CPUs)\n");
-  if (meter.unavailable().empty()) {
-    std::printf("syscalls: a perf counter on raw_syscalls:sys_enter, every thread\n");
-  } else {
-    std::printf("syscalls not counted: %s\n", meter.unavailable().c_str());
-    r.doc["syscalls_unavailable"] = meter.unavailable();
-  }
-  std::printf("targets met: %d/%d (a missed target is reported, not an error)\n", r.met,
-              r.met + r.missed);
-  r.doc["targets_met"] = r.met;
-  r.doc["targets"] = r.met + r.missed;
-
-  if (!o.json_path.empty()) {
-    std::ofstream out(o.json_path);
-    out << r.doc.dump(2) << '\n';
-    if (!out) die("cannot write " + o.json_path);
-  }
-  return 0;
+  return finish_report(r, meter, o.json_path) ? 0 : 1;
 }
