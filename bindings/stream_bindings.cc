@@ -158,6 +158,9 @@ void bind_socket(py::module_& m) {
                              "the local address, \"host:port\" (or \"session N\" for a "
                              "stream this node opened)")
       .def("describe", &Socket::describe, "\"tcp\" or \"stream over tcp://...\"")
+      .def_property_readonly("how", &Socket::how,
+                             "how it came to be: upgrade, reuse, declined, plain_peer, cache or "
+                             "plain (a connect); upgrade, declined or plain_client (an accept)")
       .def("send", &send, py::arg("data"), py::arg("urgent") = false, py::arg("timeout_ms") = 0,
            "Octets taken (at least one). urgent: the last octet goes out of band (MSG_OOB).")
       .def("recv", &recv, py::arg("size"), py::arg("urgent") = false, py::arg("peek") = false,

@@ -284,8 +284,10 @@ struct StreamListener::State {
           case ServerOutcome::kDeclined:
           case ServerOutcome::kPlain: {
             ++(d.outcome == ServerOutcome::kPlain ? counters.plain : counters.declined);
-            ready.push_back(std::unique_ptr<Socket>(
-                new Socket(j.fd.release(), d.client_octets, j.peer, j.local)));
+            auto sock = std::unique_ptr<Socket>(
+                new Socket(j.fd.release(), d.client_octets, j.peer, j.local));
+            sock->how_ = d.outcome == ServerOutcome::kPlain ? "plain_client" : "declined";
+            ready.push_back(std::move(sock));
             std::uint64_t one = 1;
             (void)!::write(event, &one, sizeof one);
             break;
@@ -323,8 +325,10 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamListener::accept(Millis tim
     if (s) {
       const auto stats = ep_->session_stats(s->session);
       std::string peer = stats ? stats->peer_address : "session " + std::to_string(s->session);
-      return std::unique_ptr<Socket>(
+      auto sock = std::unique_ptr<Socket>(
           new Socket(ep_, *s, peer, local_, std::string(ep_->scheme()) + "://" + peer));
+      sock->how_ = "upgrade";
+      return sock;
     }
     if (Clock::now() >= until) {
       return unexpected(SocketError{EAGAIN, "no connection within the timeout"});
@@ -446,19 +450,23 @@ std::optional<SessionId> StreamNode::session_for(const std::string& addr) {
 
 Expected<std::unique_ptr<Socket>, SocketError> StreamNode::plain_connect(const std::string& host,
                                                                          std::uint16_t port,
-                                                                         Millis timeout) {
+                                                                         Millis timeout,
+                                                                         const char* how) {
   auto fd = tcp_connect(host, port, timeout);
   if (!fd) return unexpected(fd.error());
   const int raw = fd->release();
-  return std::unique_ptr<Socket>(
+  auto sock = std::unique_ptr<Socket>(
       new Socket(raw, {}, runtime::peer_address_of(raw), runtime::local_address_of(raw)));
+  sock->how_ = how;
+  return sock;
 }
 
 Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::string& host,
                                                                    std::uint16_t port,
                                                                    Millis timeout) {
   const std::string addr = address(host, port);
-  auto open_on = [&](SessionId sid) -> Expected<std::unique_ptr<Socket>, SocketError> {
+  auto open_on = [&](SessionId sid,
+                     const char* how) -> Expected<std::unique_ptr<Socket>, SocketError> {
     auto s = ep_->open(sid, port);
     if (!s) return unexpected(SocketError{errno_of(s.error()), std::string(errc_name(s.error()))});
     std::string uri;
@@ -466,22 +474,24 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
       std::lock_guard lock(mu_);
       uri = session_uri_[sid];
     }
-    return std::unique_ptr<Socket>(new Socket(ep_, *s, addr, "session " + std::to_string(sid),
-                                              uri));
+    auto sock = std::unique_ptr<Socket>(
+        new Socket(ep_, *s, addr, "session " + std::to_string(sid), uri));
+    sock->how_ = how;
+    return sock;
   };
-  if (!config_.offer) return plain_connect(host, port, timeout);
+  if (!config_.offer) return plain_connect(host, port, timeout, "plain");
   if (auto sid = session_for(addr)) {
     {
       std::lock_guard lock(mu_);
       ++counters_.reused;
     }
-    return open_on(*sid);
+    return open_on(*sid, "reuse");
   }
   {
     std::lock_guard lock(mu_);
     if (plain_.is_plain(addr, Clock::now())) {
       ++counters_.plain_cached;
-      return plain_connect(host, port, timeout);
+      return plain_connect(host, port, timeout, "cache");
     }
   }
   const auto until = deadline_after(timeout);
@@ -543,7 +553,7 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
         by_address_[addr] = *sid;
         ++counters_.upgraded;
       }
-      return open_on(*sid);
+      return open_on(*sid, "upgrade");
     }
     case ClientOutcome::kDeclined: {
       {
@@ -551,8 +561,10 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
         ++counters_.declined;
       }
       const int raw = fd->release();
-      return std::unique_ptr<Socket>(new Socket(raw, d.peer_octets, runtime::peer_address_of(raw),
-                                                runtime::local_address_of(raw)));
+      auto sock = std::unique_ptr<Socket>(new Socket(
+          raw, d.peer_octets, runtime::peer_address_of(raw), runtime::local_address_of(raw)));
+      sock->how_ = "declined";
+      return sock;
     }
     case ClientOutcome::kPlainPeer:
       break;
@@ -566,7 +578,8 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
     ++counters_.plain_peers;
   }
   const auto left = std::chrono::duration_cast<Millis>(until - Clock::now());
-  return plain_connect(host, port, timeout < Millis(0) ? timeout : std::max(left, Millis(1)));
+  return plain_connect(host, port, timeout < Millis(0) ? timeout : std::max(left, Millis(1)),
+                       "plain_peer");
 }
 
 }  // namespace rdma_interop::stream

@@ -81,6 +81,11 @@ class Socket {
   const std::string& local() const { return local_; }
   // What this socket is: "tcp" or "stream over tcp://...".
   std::string describe() const;
+  // How it came to be. A connect: "upgrade" (a new session), "reuse" (a session that reached
+  // the address already), "declined", "plain_peer" (no answer to the offer: reconnected plain),
+  // "cache" (known plain: no offer) or "plain" (the node offers nothing). An accept: "upgrade",
+  // "declined" or "plain_client".
+  const std::string& how() const { return how_; }
 
  private:
   friend class StreamNode;
@@ -97,6 +102,7 @@ class Socket {
   std::string peer_;
   std::string local_;
   std::string session_;
+  std::string how_;
   bool closed_ = false;
 };
 
@@ -162,7 +168,7 @@ class StreamNode {
   Expected<std::string, SocketError> serve_sessions(const std::string& host);
   Expected<std::unique_ptr<Socket>, SocketError> plain_connect(const std::string& host,
                                                                std::uint16_t port,
-                                                               Millis timeout);
+                                                               Millis timeout, const char* how);
   std::optional<SessionId> session_for(const std::string& address);
 
   NodeConfig config_;

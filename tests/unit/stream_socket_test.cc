@@ -85,9 +85,11 @@ TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
   auto c1 = client->connect("127.0.0.1", port, 5s);
   ASSERT_TRUE(c1.has_value()) << c1.error().detail;
   EXPECT_TRUE((*c1)->upgraded());
+  EXPECT_EQ((*c1)->how(), "upgrade");
   auto s1 = (*listener)->accept(5s);
   ASSERT_TRUE(s1.has_value()) << s1.error().detail;
   EXPECT_TRUE((*s1)->upgraded());
+  EXPECT_EQ((*s1)->how(), "upgrade");
   ASSERT_TRUE((*c1)->send(bytes("ping"), {.timeout = 5s}));
   EXPECT_EQ(read_some(**s1), "ping");
   ASSERT_TRUE((*s1)->send(bytes("pong"), {.timeout = 5s}));
@@ -95,6 +97,7 @@ TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
 
   auto c2 = client->connect("127.0.0.1", port, 5s);
   ASSERT_TRUE(c2.has_value());
+  EXPECT_EQ((*c2)->how(), "reuse");
   auto s2 = (*listener)->accept(5s);
   ASSERT_TRUE(s2.has_value());
   ASSERT_TRUE((*c2)->send(bytes("second"), {.timeout = 5s}));
@@ -113,10 +116,12 @@ TEST(StreamSocket, APlainServerIsReachedAgainByPlainTcpAndRemembered) {
   auto c = client->connect("127.0.0.1", echo.port, 5s);
   ASSERT_TRUE(c.has_value()) << c.error().detail;
   EXPECT_FALSE((*c)->upgraded());
+  EXPECT_EQ((*c)->how(), "plain_peer");
   ASSERT_TRUE((*c)->send(bytes("hello"), {.timeout = 5s}));
   EXPECT_EQ(read_some(**c), "hello") << "the reconnected socket is clean: no offer in it";
   auto again = client->connect("127.0.0.1", echo.port, 5s);
   ASSERT_TRUE(again.has_value());
+  EXPECT_EQ((*again)->how(), "cache");
   ASSERT_TRUE((*again)->send(bytes("again"), {.timeout = 5s}));
   EXPECT_EQ(read_some(**again), "again");
   const NodeCounters n = client->counters();
@@ -140,6 +145,7 @@ TEST(StreamSocket, APlainClientKeepsEveryOctetItSent) {
   auto s = (*listener)->accept(5s);
   ASSERT_TRUE(s.has_value());
   EXPECT_FALSE((*s)->upgraded());
+  EXPECT_EQ((*s)->how(), "plain_client");
   std::string got;
   while (got.size() < request.size()) got += read_some(**s);
   EXPECT_EQ(got, request);
@@ -161,6 +167,7 @@ TEST(StreamSocket, ADecliningServerKeepsTheTcpConnection) {
   auto c = client->connect("127.0.0.1", (*listener)->port(), 5s);
   ASSERT_TRUE(c.has_value());
   EXPECT_FALSE((*c)->upgraded());
+  EXPECT_EQ((*c)->how(), "declined");
   auto s = (*listener)->accept(5s);
   ASSERT_TRUE(s.has_value());
   ASSERT_TRUE((*c)->send(bytes("over tcp"), {.timeout = 5s}));

@@ -103,9 +103,6 @@ class UnsupportedSocketOperation(OSError):
 
 _node_lock = threading.Lock()
 _node: _core.StreamNode | None = None
-# connect() tells how it went by the node's counters, read before and after: one connect at
-# a time, so the difference is its own.
-_connect_lock = threading.Lock()
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -155,14 +152,6 @@ def _log(kind: str, how: str, peer: str, local: str) -> None:
         os.write(fd, (line + "\n").encode())
     finally:
         os.close(fd)
-
-
-def _how_connect_went(before: _core.NodeCounters, after: _core.NodeCounters) -> str:
-    for field, how in (("reused", "reuse"), ("upgraded", "upgrade"), ("declined", "declined"),
-                       ("plain_peers", "plain_peer"), ("plain_cached", "cache")):
-        if getattr(after, field) > getattr(before, field):
-            return how
-    return "plain"
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -347,7 +336,7 @@ class StreamSocket:
         conn = StreamSocket()
         conn._sock = sock
         conn._timeout = None if socket.getdefaulttimeout() is None else socket.getdefaulttimeout()
-        conn._how = "upgrade" if sock.upgraded else "plain_client"
+        conn._how = sock.how
         _log("upgraded" if sock.upgraded else "plain", conn._how, sock.peer, sock.local)
         return conn, _address(sock.peer)
 
@@ -364,15 +353,12 @@ class StreamSocket:
         # setup too (it cannot be resumed later), as if EINPROGRESS had finished at once: a
         # program that then waits for writability finds it writable.
         timeout_ms = -1 if not self._timeout else max(1, int(self._timeout * 1000))
-        with _connect_lock:
-            before = node.counters()
-            try:
-                sock = node.connect(host, port, timeout_ms)
-            except BlockingIOError:
-                raise TimeoutError("timed out") from None
-            after = node.counters()
+        try:
+            sock = node.connect(host, port, timeout_ms)
+        except BlockingIOError:
+            raise TimeoutError("timed out") from None
         self._sock = sock
-        self._how = _how_connect_went(before, after)
+        self._how = sock.how
         _log("upgraded" if sock.upgraded else "plain", self._how, f"{host}:{port}", sock.local)
 
     def connect_ex(self, address: tuple[str, int]) -> int:
