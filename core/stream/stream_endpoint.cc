@@ -51,7 +51,8 @@ struct StreamEndpoint::Session : RegionSource {
   // Registered with this session's connection, for local reads (a Write's source) and the
   // peer's Writes (a sink).
   std::optional<Region> acquire(std::size_t size) override {
-    auto memory = std::make_unique<std::uint8_t[]>(size);
+    // Not zeroed: a page costs memory only once a Write or a send touches it.
+    auto memory = std::make_unique_for_overwrite<std::uint8_t[]>(size);
     const std::span<std::uint8_t> span(memory.get(), size);
     auto stag = ep.channel_.register_memory(id, span, rdmap::kLocalWrite | rdmap::kRemoteWrite);
     if (!stag) return std::nullopt;
