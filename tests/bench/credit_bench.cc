@@ -41,25 +41,19 @@
 
 #include "core/messaging/message_endpoint.h"
 #include "core/transport/provider.h"
+#include "tests/bench/bench_util.h"
 #include "tests/bench/op_cost.h"
 
 namespace {
 
 using namespace rdma_interop;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::die;
+using bench::seconds_since;
 using messaging::MessageEndpoint;
 using messaging::PeerId;
 using messaging::SendStatus;
 using transport::Millis;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "credit_bench: %s\n", why.c_str());
-  std::exit(1);
-}
 
 // ---- raw TCP baseline ---------------------------------------------------------------------
 

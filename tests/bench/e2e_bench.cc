@@ -32,6 +32,7 @@
 
 #include "core/transport/provider.h"
 #include "bench_report.h"
+#include "bench_util.h"
 #include "iperf3.h"
 #include "op_cost.h"
 #include "raw_tcp.h"
@@ -39,30 +40,18 @@
 namespace {
 
 using namespace rdma_interop;
+using bench::Clock;
 using bench::CostMeter;
+using bench::die;
 using bench::Measured;
 using bench::load_average;
+using bench::or_die;
 using bench::Report;
 using bench::finish_report;
+using bench::seconds_since;
 using bench::start_report;
 using bench::Target;
-using Clock = std::chrono::steady_clock;
 using transport::Millis;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "e2e_bench: %s\n", why.c_str());
-  std::exit(1);
-}
-
-template <class T>
-T or_die(Expected<T, std::string> v) {
-  if (!v) die(v.error());
-  return std::move(*v);
-}
 
 // ---- our provider -------------------------------------------------------------------------
 

@@ -14,18 +14,13 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/runtime/socket_util.h"
 
 namespace rdma_interop::bench {
 namespace {
 
 using runtime::Fd;
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 std::string failed(const char* what) {
   return std::string(what) + ": " + std::strerror(errno);

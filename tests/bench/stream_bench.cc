@@ -49,6 +49,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_report.h"
+#include "bench_util.h"
 #include "core/stream/stream_endpoint.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
@@ -60,36 +61,24 @@ namespace {
 
 using namespace rdma_interop;
 using namespace std::chrono_literals;
+using bench::Clock;
 using bench::CostMeter;
+using bench::die;
 using bench::Measured;
 using bench::load_average;
+using bench::or_die;
 using bench::Report;
 using bench::finish_report;
+using bench::seconds_since;
 using bench::start_report;
 using bench::Target;
 using stream::SessionCounters;
 using stream::SessionId;
 using stream::StreamEndpoint;
 using stream::StreamRef;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::uint16_t kPort = 5201;
 constexpr auto kWait = 10s;  // any single wait of the benchmark; longer is a failure
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-[[noreturn]] void die(const std::string& why) {
-  std::fprintf(stderr, "stream_bench: %s\n", why.c_str());
-  std::exit(1);
-}
-
-template <class T>
-T or_die(Expected<T, std::string> v) {
-  if (!v) die(v.error());
-  return std::move(*v);
-}
 
 std::unique_ptr<transport::Provider> tcp() {
   return or_die(transport::open_provider("tcp"));
