@@ -61,7 +61,7 @@ def test_a_stalled_reader_does_not_block_another_stream_of_the_session(
     # A's writer stopped at what an unread stream may hold (its window and its send buffer,
     # SessionConfig's defaults; less when an unconfirmed RDMA Write pins its send ring) while
     # B carried 8 MiB past it.
-    assert 0 < client["a_took"] < 256 * KIB + 256 * KIB, client["a_rounds"]
+    assert 0 < client["a_took"] < MIB + MIB, client["a_rounds"]
     assert client["b_ok"] and served["b_length"] == 8 * MIB
     assert served["a_length"] == 1 + client["a_took"]  # A's octets all arrived, after B's
 
