@@ -525,6 +525,30 @@ bool MessageEndpoint::wait_ready(PeerId peer, Millis timeout) {
   return p->channel.state() == ChannelState::kConnected && p->channel.can_queue();
 }
 
+bool MessageEndpoint::receive(PeerId peer, int wake_fd, transport::Millis timeout) {
+  auto p = state_->find(peer);
+  if (!p) return false;
+  transport::Connection* conn = nullptr;
+  {
+    std::lock_guard lock(p->mu);
+    if (!p->conn || p->channel.state() != ChannelState::kConnected) return false;
+    conn = p->conn.get();
+    ++p->receivers;  // `conn` stays until we leave (take_connection)
+    if (wake_fd >= 0) p->receiver_wakes.push_back(wake_fd);
+  }
+  // Not an application call (ApiCall): what this thread receives, it processes and hands to
+  // the handlers here, which is the point.
+  const bool received =
+      conn->receive_here(wake_fd, wake_fd >= 0 ? timeout : std::min(timeout, kReceiveSlice));
+  std::lock_guard lock(p->mu);
+  if (wake_fd >= 0) {
+    auto& wakes = p->receiver_wakes;
+    wakes.erase(std::find(wakes.begin(), wakes.end(), wake_fd));
+  }
+  if (--p->receivers == 0) p->cv.notify_all();
+  return received;
+}
+
 SendStatus MessageEndpoint::reply(MessageId message, std::span<const std::uint8_t> payload) {
   State& s = *state_;
   State::ApiCall call(s);

@@ -1,5 +1,7 @@
 #include "core/messaging/peer_link.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <iterator>
 
@@ -164,7 +166,11 @@ void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals
 
 std::unique_ptr<transport::Connection> PeerLink::take_connection(
     std::unique_lock<std::mutex>& lock) {
-  cv.wait(lock, [&] { return !posting_; });
+  for (const int fd : receiver_wakes) {
+    const std::uint64_t one = 1;
+    (void)!::write(fd, &one, sizeof one);  // an eventfd: the receiver leaves its wait
+  }
+  cv.wait(lock, [&] { return !posting_ && receivers == 0; });
   return std::move(conn);
 }
 

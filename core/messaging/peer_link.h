@@ -8,8 +8,8 @@
 // dispatch lock and before the provider's. Work requests go to the provider with `mu` let
 // go, by one thread at a time and in the channel's order: carry_out() lets the thread that
 // is posting take what others add meanwhile, so no thread waits for another's sendmsg while
-// holding `mu`. `conn` is used without `mu` by that thread, so it is taken out only once no
-// thread is posting (take_connection()); any other use of `conn` (registering memory)
+// holding `mu`. `conn` is used without `mu` by that thread and by receiving threads, so it is
+// taken out only once none is left (take_connection()); any other use of `conn` (registering memory)
 // holds `mu`, which keeps it in place. A kPostWrite's message is posted only if the write
 // was: carry_out() refuses it to the channel otherwise.
 #pragma once
@@ -90,6 +90,10 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::mutex mu;
   std::condition_variable cv;   // its queue has room, it ended, its work drained, posting ended
   credit::PeerChannel channel;  // `mu`
+  // Threads in MessageEndpoint::receive, using `conn` without `mu` (`mu`):
+  // take_connection() writes their wake descriptors and waits for them to leave.
+  std::uint32_t receivers = 0;
+  std::vector<int> receiver_wakes;
 
  private:
   using Refusals = std::vector<std::pair<credit::ChannelAction, std::string>>;

@@ -7,12 +7,16 @@
 #include <utility>
 
 #include "core/rdmap/memory_registry.h"
+#include "core/runtime/socket_util.h"
 #include "core/wire/iwarp_constants.h"
 
 namespace rdma_interop::stream {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The session this thread receives for in blocking(), if any (StreamEndpoint::Session).
+thread_local const void* receiving_here = nullptr;
 
 messaging::EndpointConfig channel_config(const StreamEndpointConfig& c) {
   messaging::EndpointConfig e;
@@ -98,6 +102,15 @@ struct StreamEndpoint::Session : RegionSource {
   std::map<StreamId, Fd> fds;
   std::vector<SessionOutput> scratch;
   bool ended = false;
+  // One of the threads blocking() makes wait receives on the session's connection itself
+  // (MessageEndpoint::receive), so what it waits for costs no hand-off from the event
+  // thread; the others wait on `cv`. `wake` (made on the first receive) ends that receive
+  // when news comes from another thread; `woken`: written since the receiver last looked.
+  bool receiving = false;
+  bool woken = false;
+  bool stop_receiving = false;  // the endpoint closes: waiters wait on `cv`
+  std::uint32_t waiters = 0;    // on `cv`
+  runtime::Fd wake;
 };
 
 StreamEndpoint::StreamEndpoint(std::unique_ptr<transport::Provider> provider,
@@ -198,13 +211,7 @@ void StreamEndpoint::process(Session& s) {
             s.outbox.push_back(std::move(o));
             break;
           }
-          std::optional<credit::TaggedWrite> write;
-          if (o.placement) {
-            const Placement& p = *o.placement;
-            write = credit::TaggedWrite{p.local_addr, p.length, p.local_stag, p.remote_stag,
-                                        p.remote_offset};
-          }
-          const auto st = channel_.send(s.id, o.message, write);
+          const auto st = channel_.send(s.id, o.message, o.placement);
           if (st == messaging::SendStatus::kTryAgain) {
             s.outbox.push_back(std::move(o));
             s.engine.on_link_blocked();
@@ -234,7 +241,15 @@ void StreamEndpoint::process(Session& s) {
       }
     }
   }
-  if (any) s.cv.notify_all();
+  if (!any) return;
+  s.cv.notify_all();
+  // The receiving waiter sleeps in the kernel on the connection: woken when its news came
+  // from another thread (one processing the session's messages for it, an application
+  // call); what it processes itself it looks at when its receive returns.
+  if (s.receiving && receiving_here != &s && !s.woken) {
+    s.woken = true;
+    set_event(s.wake.get(), true);
+  }
 }
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
@@ -266,13 +281,7 @@ void StreamEndpoint::on_ready(SessionId id) {
   std::lock_guard lock(s->mu);
   while (!s->outbox.empty()) {
     SessionOutput& o = s->outbox.front();
-    std::optional<credit::TaggedWrite> write;
-    if (o.placement) {
-      const Placement& p = *o.placement;
-      write = credit::TaggedWrite{p.local_addr, p.length, p.local_stag, p.remote_stag,
-                                  p.remote_offset};
-    }
-    if (channel_.send(s->id, o.message, write) == messaging::SendStatus::kTryAgain) break;
+    if (channel_.send(s->id, o.message, o.placement) == messaging::SendStatus::kTryAgain) break;
     s->outbox.pop_front();
   }
   if (s->outbox.empty()) s->engine.on_link_ready();
@@ -374,7 +383,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
 }
 
 template <class Call>
-auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, bool, Call call)
+auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
     -> Expected<std::size_t, StreamErrc> {
   auto s = find(ref.session);
   if (!s) return unexpected(StreamErrc::kNoStream);
@@ -384,27 +393,46 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, bool, Call call)
     auto r = call(s->engine);
     process(*s);
     if (r || r.error() != StreamErrc::kWouldBlock || timeout == Millis(0)) return r;
+    const auto now = Clock::now();
+    if (timeout != kForever && now >= deadline) return r;
+    const Millis left = timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
+    if (!s->receiving && !s->ended && !s->stop_receiving && receive_for(*s, lock, left)) continue;
+    ++s->waiters;
     if (timeout == kForever) {
       s->cv.wait(lock);
-    } else if (s->cv.wait_until(lock, deadline) == std::cv_status::timeout) {
-      r = call(s->engine);
-      process(*s);
-      return r;
+    } else {
+      (void)s->cv.wait_until(lock, deadline);
     }
+    --s->waiters;
   }
+}
+
+bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock, Millis timeout) {
+  if (!s.wake) s.wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!s.wake) return false;  // no descriptor left: nothing could end the receive early
+  s.receiving = true;
+  lock.unlock();
+  receiving_here = &s;
+  const bool received = channel_.receive(s.id, s.wake.get(), timeout);
+  receiving_here = nullptr;
+  lock.lock();
+  s.receiving = false;
+  if (std::exchange(s.woken, false)) set_event(s.wake.get(), false);
+  if (s.waiters > 0) s.cv.notify_all();  // one of them receives next
+  return received;
 }
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
                                                        std::span<const std::uint8_t> data,
                                                        const IoOptions& options) {
-  return blocking(ref, options.timeout, true, [&](StreamSession& e) {
+  return blocking(ref, options.timeout, [&](StreamSession& e) {
     return e.send(ref.stream, data, options.urgent);
   });
 }
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::recv(StreamRef ref, std::span<std::uint8_t> out,
                                                        const IoOptions& options) {
-  return blocking(ref, options.timeout, false, [&](StreamSession& e) {
+  return blocking(ref, options.timeout, [&](StreamSession& e) {
     return e.recv(ref.stream, out, options.urgent, options.peek);
   });
 }
@@ -417,7 +445,7 @@ bool StreamEndpoint::at_mark(StreamRef ref) {
 }
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::shutdown_write(StreamRef ref) {
-  return blocking(ref, Millis(0), true,
+  return blocking(ref, Millis(0),
                   [&](StreamSession& e) { return e.shutdown_write(ref.stream); });
 }
 
@@ -494,6 +522,18 @@ void StreamEndpoint::close() {
     closing_ = true;
   }
   incoming_cv_.notify_all();
+  // Receiving waiters leave their receive now, and wait on `cv` from here on: the channel's
+  // close waits for receives.
+  for (SessionId id : sessions()) {
+    if (auto s = find(id)) {
+      std::lock_guard lock(s->mu);
+      s->stop_receiving = true;
+      if (s->receiving && !s->woken) {
+        s->woken = true;
+        set_event(s->wake.get(), true);
+      }
+    }
+  }
   if (accept_thread_.joinable()) accept_thread_.join();
   if (listener_) listener_->close();
   // The channel first: no handler runs after it, and no Write reads a ring any more.

@@ -15,9 +15,15 @@
 //
 // Threading: every call is thread-safe; each session has one lock (its engine, outbox and
 // descriptors), taken before the message endpoint's locks. Messages, readiness and ends
-// are processed on the provider's event thread (the message endpoint's handlers), which
-// never blocks on an application. Blocking calls wait on the session's condition variable,
-// woken whenever the engine made output. Locks, outermost first: a session's mu, then
+// are processed by whichever thread received them (the message endpoint's handlers),
+// never blocking on an application. A blocking call receives on its session's connection
+// itself while it waits (MessageEndpoint::receive): the reply to a request, or the window
+// a writer waits for, is read, processed and returned by the thread that waits for it,
+// with no hand-off from the provider's event thread (two context switches a message, and
+// the futex calls, measured: stream_bench). One waiter per session does that; the others
+// wait on the session's condition variable, woken whenever the engine made output, and
+// one of them takes over when it leaves. The receiving waiter is woken through an eventfd
+// when another thread processed its session's news. Locks, outermost first: a session's mu, then
 // sessions_mu_ (the map, the listening ports, the messages that came before their session;
 // no session's mu is taken under it), then the message endpoint's.
 //
@@ -126,9 +132,12 @@ class StreamEndpoint {
   void on_end(SessionId id, const std::string& detail);
   void note_incoming(std::uint16_t port);
   void accept_loop();
+  // Runs `call` until it does not say kWouldBlock or `timeout` passed (0: once).
   template <class Call>
-  auto blocking(StreamRef ref, Millis timeout, bool for_write, Call call)
-      -> Expected<std::size_t, StreamErrc>;
+  auto blocking(StreamRef ref, Millis timeout, Call call) -> Expected<std::size_t, StreamErrc>;
+  // blocking()'s wait as the session's receiving waiter (`lock` on its mu, let go meanwhile).
+  // False when the channel cannot receive here: wait on the session's cv instead.
+  bool receive_for(Session& s, std::unique_lock<std::mutex>& lock, Millis timeout);
 
   StreamEndpointConfig config_;
   std::unique_ptr<transport::Provider> provider_;

@@ -51,6 +51,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/credit/peer_channel.h"
 #include "core/stream/stream_frame.h"
 #include "core/util/expected.h"
 
@@ -96,15 +97,9 @@ class RegionSource {
   virtual void release(const Region& region) = 0;
 };
 
-// An RDMA Write to post just before the message it goes with.
-struct Placement {
-  std::uint64_t local_addr = 0;
-  std::uint32_t length = 0;
-  std::uint32_t local_stag = 0;
-  std::uint32_t remote_stag = 0;
-  std::uint64_t remote_offset = 0;
-  friend bool operator==(const Placement&, const Placement&) = default;
-};
+// An RDMA Write to post just before the message it goes with: the channel's own
+// (credit::PeerChannel::send takes it as it is).
+using Placement = credit::TaggedWrite;
 
 // What a stream call answers when it moves no octet; errno-shaped for the socket layers.
 enum class StreamErrc : std::uint8_t {

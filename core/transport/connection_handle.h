@@ -43,6 +43,13 @@ class ConnectionHandle : public Connection {
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) override {
     return state_->poll_completions(max, timeout);
   }
+  bool receive_here(int wake_fd, Millis timeout) override {
+    if constexpr (requires { state_->receive_here(wake_fd, timeout); }) {
+      return state_->receive_here(wake_fd, timeout);
+    } else {
+      return Connection::receive_here(wake_fd, timeout);
+    }
+  }
   ConnectionState state() const override { return state_->state(); }
   std::string error_detail() const override { return state_->error_detail(); }
   void disconnect(Millis timeout) override { state_->disconnect(timeout); }

@@ -166,6 +166,21 @@ class Connection {
   // connection is destroyed, its requests still outstanding complete nowhere (as when an
   // ibv_qp is destroyed): drain them first (disconnect or terminate, then poll).
   virtual std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) = 0;
+  // Receives on the caller's thread, for a consumer of a shared completion queue that waits
+  // for what this connection brings (the message endpoint, message_endpoint.h): reads and
+  // processes what the connection holds, so its completions are pushed (and the queue's
+  // handler runs) on this thread; if that brought nothing, waits up to `timeout` until there
+  // is more, then takes it, or until `wake_fd` (an eventfd, -1: none) is readable. The
+  // caller reads `wake_fd` itself. While a thread receives here, and shortly after, the event
+  // thread does not (a claim, as poll_completions on an own queue takes: tcp_connection_state.h),
+  // so a request/response costs the waiting thread no hand-off from the event thread. False,
+  // without waiting: this provider receives only on its own thread (verbs, whose device places
+  // data anyway, and the simulator), or the connection is closed.
+  virtual bool receive_here(int wake_fd, Millis timeout) {
+    (void)wake_fd;
+    (void)timeout;
+    return false;
+  }
 
   virtual ConnectionState state() const = 0;
   // Why the connection left kConnected (Terminate received or sent, reset, closed).

@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -634,6 +637,67 @@ TEST_F(MessageEndpointTest, HandlersRunOnTheReadingThreadAndNeverInsideTheApplic
   EXPECT_EQ(client_handler_threads.count(std::this_thread::get_id()), 0u);
   // One provider, one event thread: every reply was handled where it was read.
   EXPECT_EQ(client_handler_threads.size(), 1u);
+}
+
+TEST_F(MessageEndpointTest, AReceivingThreadTakesItsPeersRepliesItself) {
+  // The client waits for each reply in receive(): the reply's handler runs on that thread,
+  // not on the provider's (no hand-off). The event thread takes the socket back only after
+  // it has been left alone for a while, so under a slow sanitizer a few may still go there.
+  MessageEndpoint server(small_config());
+  server.on_message([&](const Message& m) { (void)server.reply(m.id, m.payload); });
+  MessageEndpoint client(small_config());
+  Inbox replies;
+  std::atomic<int> here{0};
+  const auto self = std::this_thread::get_id();
+  client.on_message([&](const Message& m) {
+    if (std::this_thread::get_id() == self) here.fetch_add(1);
+    replies.add(m.peer, m.payload);
+  });
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  constexpr std::uint32_t kCount = 200;
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(client.send(pair.client_side, numbered(i)), SendStatus::kOk);
+    const auto deadline = std::chrono::steady_clock::now() + kWait;
+    while (replies.count(pair.client_side) <= i) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      ASSERT_TRUE(client.receive(pair.client_side, -1, kWait));
+    }
+  }
+  EXPECT_GE(here.load(), static_cast<int>(kCount) / 2) << "most replies handled by the receiver";
+  std::vector<std::uint32_t> order;
+  for (const auto& [peer, n] : replies.all()) order.push_back(n);
+  for (std::uint32_t i = 0; i < kCount; ++i) ASSERT_EQ(order[i], i);
+}
+
+TEST_F(MessageEndpointTest, AReceiveEndsOnItsWakeDescriptorAndAClosingPeer) {
+  MessageEndpoint server(small_config());
+  MessageEndpoint client(small_config());
+  Server listener(server);
+  const Pair pair = connect(client, server, listener, *provider_);
+  EXPECT_FALSE(client.receive(pair.client_side + 100, -1, kWait)) << "no such peer";
+  // Nothing comes: a wake written before (or while) it waits ends the receive at once, and
+  // is left for the caller to read.
+  const int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(wake, 0);
+  std::uint64_t one = 1;
+  ASSERT_EQ(::write(wake, &one, sizeof one), 8);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(client.receive(pair.client_side, wake, Millis(60000)));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, MessageEndpoint::kReceiveSlice);
+  std::uint64_t v = 0;
+  EXPECT_EQ(::read(wake, &v, sizeof v), 8) << "the wake is the caller's to read";
+  // A peer closing its side ends a receive waiting on it; close_peer() waits for one in
+  // progress and afterwards receive() says it cannot.
+  std::thread receiver([&] {
+    for (int i = 0; i < 100 && client.receive(pair.client_side, wake, kWait); ++i) {
+    }
+  });
+  server.close_peer(pair.server_side, kWait);
+  client.close_peer(pair.client_side, kWait);
+  receiver.join();
+  EXPECT_FALSE(client.receive(pair.client_side, wake, kWait));
+  ::close(wake);
 }
 
 TEST_F(MessageEndpointTest, APeerThatClosesInOrderIsReportedClosedNotFailed) {

@@ -35,9 +35,11 @@ struct Lab {
   StreamEndpoint server{tcp(), {}};
   StreamEndpoint client{tcp(), {}};
   SessionId session = 0;
+  std::string served;  // the server's URI
   Lab() {
     auto where = server.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
     EXPECT_TRUE(where.has_value()) << (where ? "" : where.error());
+    served = where->to_string();
     server.listen(80);
     server.listen(81);
     auto s = client.connect(*where);
@@ -127,6 +129,69 @@ TEST(StreamEndpoint, AStalledReaderDoesNotBlockTheOtherStreams) {
   EXPECT_EQ(recv_all(lab.server, live_s, data.size()), data);
   tx.join();
   EXPECT_FALSE(lab.client.readiness(stalled_c).writable);
+}
+
+TEST(StreamEndpoint, ReadersBlockedOnStreamsOfOneSessionAreEachWokenByTheirOwnData) {
+  // One blocked reader per session receives on its connection itself, the others wait for
+  // it (stream_endpoint.h), and a thread that processes messages may be processing another
+  // session's (the server's sessions share one completion queue): whoever takes a message,
+  // the reader it is for must wake, whatever order the data comes in, and a blocked reader
+  // must not keep close() waiting.
+  Lab lab;
+  StreamEndpoint second{tcp(), {}};  // a second session to the same server
+  const SessionId second_session =
+      *second.connect(*transport::parse_provider_uri(lab.served));
+  constexpr int kReaders = 6;
+  std::vector<std::pair<StreamRef, StreamRef>> pairs;
+  std::vector<StreamEndpoint*> writers;
+  for (int i = 0; i < kReaders; ++i) {
+    if (i % 2 == 0) {
+      pairs.push_back(lab.stream());
+      writers.push_back(&lab.client);
+    } else {
+      auto c = second.open(second_session, 80);
+      ASSERT_TRUE(c.has_value());
+      auto a = lab.server.accept(80, 5s);
+      ASSERT_TRUE(a.has_value());
+      pairs.emplace_back(*c, *a);
+      writers.push_back(&second);
+    }
+  }
+  ASSERT_EQ(lab.server.sessions().size(), 2u);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> got(kReaders);
+    std::vector<std::thread> readers;
+    for (int i = 0; i < kReaders; ++i) {
+      readers.emplace_back([&, i] {
+        std::vector<std::uint8_t> buf(64);
+        auto r = lab.server.recv(pairs[i].second, buf, {.timeout = 10s});
+        if (r) got[i].assign(buf.begin(), buf.begin() + *r);
+        if (!r) got[i] = errc_name(r.error());
+      });
+    }
+    std::this_thread::sleep_for(2ms);  // mostly: the readers are blocked before data comes
+    for (int k = 0; k < kReaders; ++k) {
+      const int i = (k * 5 + round) % kReaders;  // every stream, in another order each round
+      const std::string msg = "r" + std::to_string(round) + "s" + std::to_string(i);
+      ASSERT_TRUE(writers[i]->send(pairs[i].first,
+                                  {reinterpret_cast<const std::uint8_t*>(msg.data()), msg.size()},
+                                  {.timeout = 5s}));
+    }
+    for (auto& t : readers) t.join();
+    for (int i = 0; i < kReaders; ++i) {
+      EXPECT_EQ(got[i], "r" + std::to_string(round) + "s" + std::to_string(i));
+    }
+  }
+  std::thread blocked([&] {
+    std::vector<std::uint8_t> buf(64);
+    auto r = lab.server.recv(pairs[0].second, buf, {.timeout = kForever});
+    EXPECT_FALSE(r.has_value()) << "the endpoint closed under it";
+  });
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  lab.server.close();
+  blocked.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
 TEST(StreamEndpoint, TheDescriptorPollsReadableWhenDataComes) {

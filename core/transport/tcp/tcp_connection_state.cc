@@ -188,8 +188,26 @@ std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::siz
   }
 }
 
-int TcpConnectionState::enter_receive(bool readable) {
+bool TcpConnectionState::receive_here(int wake_fd, Millis timeout) {
+  bool received = false;
+  const int socket = enter_receive(false, &received);
+  if (socket < 0) return false;
+  if (!received && timeout > Millis::zero()) {
+    std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
+    ::poll(fds.data(), wake_fd < 0 ? 1 : 2,
+           static_cast<int>(std::min(timeout, kLongestWait).count()));
+    if (fds[0].revents != 0) {
+      Guard guard(*this);
+      if (phase_ != Phase::kClosed && !released_) receive(true);
+    }
+  }
+  leave_receive();
+  return true;
+}
+
+int TcpConnectionState::enter_receive(bool readable, bool* received) {
   Guard guard(*this);
+  const std::uint64_t reads_before = rx_reads_;
   if (phase_ == Phase::kClosed || released_) return -1;
   bool look = readable || !rx_drained_;
   if (!rx_claimed_) {
@@ -201,6 +219,7 @@ int TcpConnectionState::enter_receive(bool readable) {
   // A socket the last read drained is not read again on spec: poll(2) says when it has
   // more, and a recv that finds nothing would be a syscall per round trip.
   receive(look);
+  if (received != nullptr) *received = rx_reads_ != reads_before;
   if (phase_ == Phase::kClosed) return -1;
   ++receivers_;
   return fd_.get();
@@ -346,6 +365,7 @@ void TcpConnectionState::read_socket() {
     const runtime::IoResult r = runtime::read_some(fd_.get(), rx);
     rx_drained_ = r.would_block || r.bytes < rx.size();
     if (r.would_block) return;
+    ++rx_reads_;
     if (r.eof || r.error != 0) {
       on_peer_closed(r.error != 0, r.error);
       return;

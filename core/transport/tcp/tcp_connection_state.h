@@ -19,7 +19,8 @@
 // holds the receive side ("claims" it), the event thread does not watch the socket for
 // input; once no thread has polled for kClaimIdle, the event thread takes receiving back,
 // so a connection nobody polls still places Writes, answers Reads and sees the peer close.
-// A connection on a shared queue (QpCaps::cq) is received by the event thread.
+// A connection on a shared queue (QpCaps::cq) is received by the event thread, unless a
+// thread claims it the same way with receive_here (the message endpoint's waiters do).
 //
 // Locking: mu_ guards everything below it in the class, the socket's reads included: any
 // thread holding it may read the socket. Writes are the one exception: one thread at a time
@@ -71,6 +72,8 @@ class TcpConnectionState : public runtime::IoHandler,
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
+  // Connection::receive_here: the receive side claimed as poll_completions claims it.
+  bool receive_here(int wake_fd, Millis timeout);
   ConnectionState state() const;
   std::string error_detail() const;
   std::optional<wire::TerminateMessage> terminate_received() const;
@@ -121,9 +124,10 @@ class TcpConnectionState : public runtime::IoHandler,
 
   // poll_completions on the connection's own queue: receive here, then wait in poll(2).
   std::vector<rdmap::WorkCompletion> receive_and_wait(std::size_t max, Millis timeout);
-  // Claims the receive side and reads what the socket may hold. The socket to wait on, or -1
-  // once the connection is closed (the caller then waits on the queue alone).
-  int enter_receive(bool readable);
+  // Claims the receive side and reads what the socket may hold (`received`: it held octets, or the end).
+  // The socket to wait on, or -1 once the connection is closed (the caller then waits on the
+  // queue alone).
+  int enter_receive(bool readable, bool* received = nullptr);
   void leave_receive();
 
   runtime::EventLoop& loop_;
@@ -159,6 +163,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::size_t unsent_offset_ = 0;
   // The receive side (see the top of this file).
   bool rx_drained_ = false;      // the last read found the socket empty (EAGAIN or a short read)
+  std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
   runtime::TimePoint last_receive_{};  // when the last of them left
