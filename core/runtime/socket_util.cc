@@ -136,4 +136,19 @@ short wait_for(int fd, short events, std::chrono::steady_clock::time_point until
   }
 }
 
+bool write_all(int fd, std::span<const std::uint8_t> data,
+               std::chrono::steady_clock::time_point until) {
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      data = data.subspan(static_cast<std::size_t>(n));
+    } else if (n < 0 && errno == EAGAIN) {
+      if (wait_for(fd, POLLOUT, until) == 0) return false;
+    } else if (n < 0 && errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace rdma_interop::runtime

@@ -80,5 +80,9 @@ IoResult write_some(int fd, std::span<const iovec> parts);
 // (POLLIN, POLLOUT, POLLERR, POLLHUP), 0 when `until` passed first, -1 (errno set) when
 // poll itself failed.
 short wait_for(int fd, short events, std::chrono::steady_clock::time_point until);
+// Writes all of `data` to a non-blocking socket (MSG_NOSIGNAL), waiting for room until
+// `until`. False when it passed first or the socket failed.
+bool write_all(int fd, std::span<const std::uint8_t> data,
+               std::chrono::steady_clock::time_point until);
 
 }  // namespace rdma_interop::runtime

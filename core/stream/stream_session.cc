@@ -605,6 +605,10 @@ void StreamSession::pump() {
     }
   }
   finish_message();
+  for (const StreamId id : copied_) {
+    if (Stream* s = find(id)) changed(*s);
+  }
+  copied_.clear();
 }
 
 // One chunk of a stream's octets (or its end of stream): true when one went.
@@ -681,7 +685,8 @@ bool StreamSession::pump_stream(Stream& s) {
   s.sent += len;
   if (s.writes.empty()) ring.tail = s.sent;  // copied into the message: the place is free
   counters_.bytes_copied += len;
-  changed(s);
+  // Room in its send buffer: said once at the end of the pump, not once a chunk.
+  if (copied_.empty() || copied_.back() != s.id) copied_.push_back(s.id);
   return true;
 }
 

@@ -252,6 +252,7 @@ class StreamSession {
   std::vector<std::uint8_t> building_;  // the message being filled
   std::optional<Placement> building_placement_;  // the Write that goes just before it
   std::deque<StreamId> send_order_;     // streams with octets to send, round robin
+  std::vector<StreamId> copied_;        // pump(): streams whose send buffer it freed
   bool link_blocked_ = false;
   bool failed_ = false;
   std::string detail_;

@@ -28,11 +28,6 @@ Clock::time_point deadline_after(Millis timeout) {
   return timeout < Millis(0) ? Clock::time_point::max() : Clock::now() + timeout;
 }
 
-// Waits for `events` on `fd` until `until`; 0 when it passed.
-short wait_until(int fd, short events, Clock::time_point until) {
-  return runtime::wait_for(fd, events, until);
-}
-
 std::string address(const std::string& host, std::uint16_t port) {
   return host + ":" + std::to_string(port);
 }
@@ -52,7 +47,7 @@ Expected<runtime::Fd, SocketError> tcp_connect(const std::string& host, std::uin
     return unexpected(SocketError{err, "connect to " + address(host, port) + ": " +
                                            runtime::errno_text(err)});
   }
-  if (wait_until(fd->get(), POLLOUT, deadline_after(timeout)) == 0) {
+  if (runtime::wait_for(fd->get(), POLLOUT, deadline_after(timeout)) == 0) {
     return unexpected(SocketError{ETIMEDOUT, "connect to " + address(host, port) + " timed out"});
   }
   if (const int err = runtime::socket_error(fd->get()); err != 0) {
@@ -60,22 +55,6 @@ Expected<runtime::Fd, SocketError> tcp_connect(const std::string& host, std::uin
                                            runtime::errno_text(err)});
   }
   return std::move(*fd);
-}
-
-bool write_all(int fd, std::span<const std::uint8_t> data, Clock::time_point until) {
-  while (!data.empty()) {
-    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data = data.subspan(static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EAGAIN) {
-      if (wait_until(fd, POLLOUT, until) == 0) return false;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -137,7 +116,7 @@ Expected<std::size_t, int> Socket::send(std::span<const std::uint8_t> data, cons
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
     if (errno != EAGAIN || o.timeout == Millis(0)) return unexpected(errno);
-    if (wait_until(fd_, POLLOUT, until) == 0) return unexpected(EAGAIN);
+    if (runtime::wait_for(fd_, POLLOUT, until) == 0) return unexpected(EAGAIN);
   }
 }
 
@@ -161,7 +140,7 @@ Expected<std::size_t, int> Socket::recv(std::span<std::uint8_t> out, const IoOpt
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
     if (errno != EAGAIN || o.timeout == Millis(0)) return unexpected(errno);
-    if (wait_until(fd_, POLLIN | POLLPRI, until) == 0) return unexpected(EAGAIN);
+    if (runtime::wait_for(fd_, POLLIN | POLLPRI, until) == 0) return unexpected(EAGAIN);
   }
 }
 
@@ -271,7 +250,7 @@ struct StreamListener::State {
         }
         const ServerDecision& d = *j.engine.decision();
         const auto out = j.engine.take_output();
-        if (!out.empty()) (void)write_all(j.fd.get(), out, Clock::now() + Millis(1000));
+        if (!out.empty()) (void)runtime::write_all(j.fd.get(), out, Clock::now() + Millis(1000));
         std::lock_guard lock(mu);
         switch (d.outcome) {
           case ServerOutcome::kUpgrade:
@@ -506,13 +485,13 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
   offer.providers = {config_.scheme};
   const auto started = Clock::now();
   UpgradeClient client(offer, ClientOptions{config_.answer_timeout, {}}, started);
-  if (!write_all(fd->get(), client.take_output(), until)) {
+  if (!runtime::write_all(fd->get(), client.take_output(), until)) {
     return unexpected(SocketError{ECONNRESET, "the offer could not be sent to " + addr});
   }
   std::vector<std::uint8_t> buf(kMaxAnswerSize);
   while (!client.decision()) {
     const auto wake = std::min(until, client.next_deadline().value_or(until));
-    if (wait_until(fd->get(), POLLIN, wake) != 0) {
+    if (runtime::wait_for(fd->get(), POLLIN, wake) != 0) {
       const ssize_t n = ::recv(fd->get(), buf.data(), buf.size(), MSG_DONTWAIT);
       if (n > 0) {
         client.on_bytes({buf.data(), static_cast<std::size_t>(n)}, Clock::now());
