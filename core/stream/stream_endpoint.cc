@@ -373,6 +373,27 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
     // Nothing waits: the descriptor goes quiet until the next incoming stream.
     set_event(it->second, false);
     if (timeout == Millis(0)) return unexpected(StreamErrc::kWouldBlock);
+    const auto now = Clock::now();
+    if (timeout != kForever && now >= deadline) return unexpected(StreamErrc::kWouldBlock);
+    // With one session the streams come over its connection: wait receiving on it, as
+    // blocking() does, so an OPEN is read and taken here with no hand-off from the event
+    // thread. (With more, any of them may bring one: the event thread reads them.)
+    if (const auto only = sessions_.size() == 1 ? sessions_.begin()->second : nullptr) {
+      lock.unlock();
+      std::unique_lock session_lock(only->mu);
+      if (!only->receiving && !only->ended && !only->stop_receiving) {
+        {
+          // Under the session's lock, so one noted from now on wakes the receive.
+          std::lock_guard map_lock(sessions_mu_);
+          if (closing_ || incoming_gen_[port] != seen) continue;
+        }
+        const Millis left =
+            timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
+        if (receive_for(*only, session_lock, left)) continue;
+      }
+      session_lock.unlock();
+      lock.lock();
+    }
     const auto came = [&] { return closing_ || incoming_gen_[port] != seen; };
     if (timeout == kForever) {
       incoming_cv_.wait(lock, came);

@@ -194,6 +194,49 @@ TEST(StreamEndpoint, ReadersBlockedOnStreamsOfOneSessionAreEachWokenByTheirOwnDa
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
+TEST(StreamEndpoint, AnAcceptWaitingOnTheOnlySessionTakesEachOpenAsItComes) {
+  // accept() receives on the one session's connection while it waits (stream_endpoint.cc),
+  // beside a reader blocked on another stream of it: each open must reach it, whichever of
+  // them reads the OPEN, and close() must end the wait.
+  Lab lab;
+  auto [c0, s0] = lab.stream();
+  std::atomic<bool> reader_done{false};
+  std::thread reader([&, s0 = s0] {
+    std::vector<std::uint8_t> buf(64);
+    for (;;) {
+      auto r = lab.server.recv(s0, buf, {.timeout = 10s});
+      if (!r || *r == 0) break;
+    }
+    reader_done = true;
+  });
+  constexpr int kOpens = 50;
+  std::atomic<int> accepted{0};
+  std::thread acceptor([&] {
+    for (int i = 0; i < kOpens; ++i) {
+      if (!lab.server.accept(80, 10s)) return;
+      accepted.fetch_add(1);
+    }
+  });
+  for (int i = 0; i < kOpens; ++i) {
+    ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
+    if (i % 5 == 0) {
+      const std::uint8_t b = 'x';  // the reader's stream is busy too
+      ASSERT_TRUE(lab.client.send(c0, {&b, 1}, {.timeout = 5s}));
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  acceptor.join();
+  EXPECT_EQ(accepted.load(), kOpens);
+  std::thread waiting([&] {
+    EXPECT_EQ(lab.server.accept(80, kForever).error(), StreamErrc::kSessionFailed);
+  });
+  std::this_thread::sleep_for(20ms);
+  lab.server.close();
+  waiting.join();
+  reader.join();
+  EXPECT_TRUE(reader_done.load());
+}
+
 TEST(StreamEndpoint, TheDescriptorPollsReadableWhenDataComes) {
   Lab lab;
   auto [c, s] = lab.stream();
