@@ -34,6 +34,7 @@ constexpr std::uint32_t body_length(FrameType t) {
 constexpr std::uint8_t allowed_flags(FrameType t) {
   if (t == FrameType::kData) return kFlagFin | kFlagWantSink;
   if (t == FrameType::kPlaced) return kFlagFin;
+  if (t == FrameType::kReset) return kFlagAnswer;
   return 0;
 }
 

@@ -27,7 +27,12 @@
 //                                                       were written into the sink ring
 //   URGENT   mark u64, octet u8                         the urgent octet, sent out of band;
 //                                                       it sits before in-band offset mark
-//   RESET    reason u8                                  the stream is aborted
+//   RESET    reason u8 (flag ANSWER: answers a RESET)   the stream is aborted; the sender
+//                                                       writes no more into the
+//                                                       receiver's sink. A RESET without
+//                                                       ANSWER is answered by one with it,
+//                                                       unless the receiver sent its own:
+//                                                       then both know their sinks are free
 //
 // Stream ids are chosen by the opener: odd by the side that connected the session, even by
 // the side that accepted it, so the two never pick the same one (as HTTP/2 does, RFC 9113
@@ -63,6 +68,7 @@ std::string_view frame_type_name(FrameType t);  // "open", "data", ...
 
 inline constexpr std::uint8_t kFlagFin = 0x01;       // DATA, PLACED: no octet follows these
 inline constexpr std::uint8_t kFlagWantSink = 0x02;  // DATA: the writer has large data: a SINK?
+inline constexpr std::uint8_t kFlagAnswer = 0x04;    // RESET: it answers one (never answered)
 
 enum class RefuseReason : std::uint8_t { kNoListener = 1, kBacklogFull = 2 };
 enum class ResetReason : std::uint8_t {

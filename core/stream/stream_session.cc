@@ -77,6 +77,8 @@ struct StreamSession::Stream {
   Phase phase = Phase::kOpen;
   bool detached = false;  // the application closed it
   std::optional<StreamErrc> error;
+  bool reset_sent = false;
+  bool reset_received = false;  // the peer writes no more into our sink (stream_frame.h)
 
   // Sending. Offsets count in-band octets (the urgent octet is not one).
   std::uint64_t app_end = 0;  // the next octet the application gives
@@ -389,8 +391,8 @@ void StreamSession::close(StreamId id, bool abort) {
   Stream* s = find(id);
   if (s == nullptr || s->detached) return;
   if (s->error) {
-    release_rings(*s);
-    streams_.erase(id);
+    s->detached = true;
+    drop_failed(*s);
     return;
   }
   if (abort || s->unread() > 0 || s->phase == Stream::Phase::kWaitingAccept) {
@@ -705,14 +707,7 @@ void StreamSession::send_window(Stream& s, bool force) {
 }
 
 void StreamSession::reset_stream(Stream& s, ResetReason why, bool tell_peer) {
-  if (tell_peer && !s.error) {
-    Frame f;
-    f.type = FrameType::kReset;
-    f.stream = s.id;
-    f.reason = static_cast<std::uint8_t>(why);
-    queue_control(f);
-    ++counters_.resets_sent;
-  }
+  if (tell_peer && !s.error) send_reset(s.id, why, false);
   if (!s.error) s.error = StreamErrc::kReset;
   s.segments.clear();
   s.received = s.consumed;
@@ -721,16 +716,43 @@ void StreamSession::reset_stream(Stream& s, ResetReason why, bool tell_peer) {
   changed(s);
 }
 
+void StreamSession::send_reset(StreamId id, ResetReason why, bool answer) {
+  Frame f;
+  f.type = FrameType::kReset;
+  f.flags = answer ? kFlagAnswer : std::uint8_t{0};
+  f.stream = id;
+  f.reason = static_cast<std::uint8_t>(why);
+  queue_control(f);
+  ++counters_.resets_sent;
+  if (Stream* s = find(id)) s->reset_sent = true;
+}
+
 // A stream goes once the application let go of it and nothing of it is in flight: its end
 // of stream sent (or a reset), and no Write reading its send ring. A peer's sink is never
-// written after its end of stream, so ours may go once the peer's was received.
+// written after its end of stream or its RESET, so ours may go once one was received; a
+// stream we reset waits for the peer's RESET (its answer) while its sink may be written.
 void StreamSession::erase_if_done(StreamId id) {
   Stream* s = find(id);
   if (s == nullptr || !s->detached) return;
   const bool sent_all = s->error || (s->fin_sent && s->sent == s->app_end);
   if (!sent_all || !s->writes.empty()) return;
   if (!s->error && !s->fin_received) return;  // the peer may still send: keep its state
+  if (awaiting_reset(*s)) return;
   release_rings(*s);
+  std::erase(send_order_, id);
+  streams_.erase(id);
+}
+
+bool StreamSession::awaiting_reset(const Stream& s) const {
+  return s.reset_sent && !s.reset_received && !s.fin_received && s.sink.has_value();
+}
+
+// A failed stream the application let go of: nothing of it goes any more, so it goes now,
+// unless we reset it and the peer may still write into its sink (its RESET frees it).
+void StreamSession::drop_failed(Stream& s) {
+  if (awaiting_reset(s)) return;
+  const StreamId id = s.id;
+  release_rings(s);
   std::erase(send_order_, id);
   streams_.erase(id);
 }
@@ -743,11 +765,14 @@ void StreamSession::release_rings(Stream& s) {
   }
   if (s.sink) {
     counters_.sink_bytes -= s.sink->size();
-    // After a reset the peer may still have Writes on their way into the sink: it is not
-    // given back (deregistered) then, so such a Write finds memory, not a protection
-    // error that would end every stream of the connection. The region is the source's to
-    // reclaim when the session ends.
-    if (s.sink->registered && (s.fin_received || !s.error)) regions_.release(s.sink->region);
+    // After a reset the peer may still have Writes on their way into the sink until its
+    // RESET comes (erase_if_done waits for it): a sink released before (the session
+    // ending) is not given back (deregistered), so such a Write finds memory, not a
+    // protection error that would end every stream of the connection; the region is the
+    // source's to reclaim when the session ends.
+    if (s.sink->registered && (s.fin_received || s.reset_received || !s.error)) {
+      regions_.release(s.sink->region);
+    }
     s.sink.reset();
   }
 }
@@ -762,7 +787,14 @@ bool StreamSession::on_frame(const Frame& f) {
     // dropped. An id never opened is the peer's mistake.
     const bool was_ours = !peers_id(f.stream) && f.stream < next_id_;
     const bool was_theirs = peers_id(f.stream) && f.stream <= highest_peer_id_;
-    if (was_ours || was_theirs) return true;
+    if (was_ours || was_theirs) {
+      // A RESET for a stream we let go of: the peer waits for ours to free its sink.
+      if (f.type == FrameType::kReset && (f.flags & kFlagAnswer) == 0) {
+        ++counters_.resets_received;
+        send_reset(f.stream, ResetReason::kAborted, true);
+      }
+      return true;
+    }
     fail("a " + std::string(frame_type_name(f.type)) + " frame for stream " +
          std::to_string(f.stream) + ", never opened");
     return false;
@@ -822,11 +854,21 @@ bool StreamSession::on_frame(const Frame& f) {
       s->mark = f.mark;
       changed(*s);
       return true;
-    case FrameType::kReset:
+    case FrameType::kReset: {
       ++counters_.resets_received;
+      // The peer writes no more into our sink; one that has not heard of ours hears it
+      // (an answer, never answered: stream_frame.h).
+      const bool answer = (f.flags & kFlagAnswer) == 0 && !s->reset_sent;
       reset_stream(*s, ResetReason::kAborted, false);
-      erase_if_done(s->id);
+      s->reset_received = true;
+      if (answer) send_reset(s->id, ResetReason::kAborted, true);
+      // The answer to ours: the peer had everything we sent before it, our Writes included,
+      // so none reads our send ring any more. (A RESET of the peer's own says nothing of
+      // our Writes: the ring is kept until the session ends if one may be in flight.)
+      if ((f.flags & kFlagAnswer) != 0) s->writes.clear();
+      if (s->detached) drop_failed(*s);
       return true;
+    }
   }
   return true;
 }

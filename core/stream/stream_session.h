@@ -229,6 +229,9 @@ class StreamSession {
   bool pump_stream(Stream& s);
   void send_window(Stream& s, bool force);
   void reset_stream(Stream& s, ResetReason why, bool tell_peer);
+  void send_reset(StreamId id, ResetReason why, bool answer);
+  bool awaiting_reset(const Stream& s) const;
+  void drop_failed(Stream& s);
   void erase_if_done(StreamId id);
   void release_rings(Stream& s);
   void fail(std::string detail);

@@ -309,6 +309,45 @@ TEST(StreamSession, ClosingWithUnreadDataResetsThePeer) {
   EXPECT_EQ(p.b.counters().resets_sent, 1u);
 }
 
+TEST(StreamSession, AResetStreamsSinkIsFreedOnceThePeersAnswerSaysItWritesNoMore) {
+  // b reads a large transfer through its sink, then aborts with octets unread: its sink may
+  // still be written until a's RESET (the answer) comes, and is freed then, on both sides
+  // of a reset either end starts, with no RESET answered twice.
+  for (const bool reader_resets : {true, false}) {
+    SCOPED_TRACE(reader_resets ? "the reader resets" : "the writer resets");
+    Pair p;
+    auto [ida, idb] = connect(p);
+    std::mt19937 rng(31);
+    const auto data = pattern(1024 * 1024, 31);
+    ASSERT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng), data);
+    ASSERT_GT(p.b.counters().sink_bytes, 0u) << "the transfer went through a sink";
+    ASSERT_TRUE(p.a.send(ida, pattern(300 * 1024, 32)).has_value());
+    p.run();  // unread octets: a close resets
+    if (reader_resets) {
+      p.b.close(idb);
+      EXPECT_EQ(p.regions_b.live(), 1u) << "the sink waits for the answer";
+      p.run();
+      EXPECT_EQ(p.a.stream_error(ida), StreamErrc::kReset);
+      p.a.close(ida);
+    } else {
+      p.a.close(ida, /*abort=*/true);
+      p.run();
+      EXPECT_EQ(p.b.stream_error(idb), StreamErrc::kReset);
+      p.b.close(idb);
+    }
+    p.run();
+    EXPECT_EQ(p.a.counters().resets_sent + p.b.counters().resets_sent, 2u) << "one and its answer";
+    EXPECT_EQ(p.a.counters().resets_received + p.b.counters().resets_received, 2u);
+    EXPECT_EQ(p.regions_b.live(), 0u) << "b's sink is given back";
+    // a's send ring: freed when a's own RESET was answered (its Writes had all arrived);
+    // after b's RESET one of a's Writes may still be on its way: kept to the session's end.
+    if (!reader_resets) {
+      EXPECT_EQ(p.regions_a.live(), 0u);
+    }
+    EXPECT_EQ(p.a.stream_count() + p.b.stream_count(), 0u);
+  }
+}
+
 TEST(StreamSession, DataSentBeforeTheAcceptIsKept) {
   Pair p;
   p.b.listen(80);
