@@ -8,10 +8,10 @@
 // dispatch lock and before the provider's. Work requests go to the provider with `mu` let
 // go, by one thread at a time and in the channel's order: carry_out() lets the thread that
 // is posting take what others add meanwhile, so no thread waits for another's sendmsg while
-// holding `mu`. `conn` is used without `mu` by that thread and by receiving threads, so it is
-// taken out only once none is left (take_connection()); any other use of `conn` (registering memory)
-// holds `mu`, which keeps it in place. A kPostWrite's message is posted only if the write
-// was: carry_out() refuses it to the channel otherwise.
+// holding `mu`. `conn` is used without `mu` by that thread and by receiving threads, so it
+// is taken out only once none is left (take_connection()); any other use of `conn`
+// (registering memory) holds `mu`, which keeps it in place. A kPostWrite's message is
+// posted only if the write was: carry_out() refuses it to the channel otherwise.
 #pragma once
 
 #include <condition_variable>

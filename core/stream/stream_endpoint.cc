@@ -416,7 +416,8 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
     if (r || r.error() != StreamErrc::kWouldBlock || timeout == Millis(0)) return r;
     const auto now = Clock::now();
     if (timeout != kForever && now >= deadline) return r;
-    const Millis left = timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
+    const Millis left =
+        timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
     if (!s->receiving && !s->ended && !s->stop_receiving && receive_for(*s, lock, left)) continue;
     ++s->waiters;
     if (timeout == kForever) {

@@ -171,11 +171,11 @@ class Connection {
   // processes what the connection holds, so its completions are pushed (and the queue's
   // handler runs) on this thread; if that brought nothing, waits up to `timeout` until there
   // is more, then takes it, or until `wake_fd` (an eventfd, -1: none) is readable. The
-  // caller reads `wake_fd` itself. While a thread receives here, and shortly after, the event
-  // thread does not (a claim, as poll_completions on an own queue takes: tcp_connection_state.h),
-  // so a request/response costs the waiting thread no hand-off from the event thread. False,
-  // without waiting: this provider receives only on its own thread (verbs, whose device places
-  // data anyway, and the simulator), or the connection is closed.
+  // caller reads `wake_fd` itself. While a thread receives here, and shortly after, the
+  // event thread does not (a claim, as poll_completions on an own queue takes:
+  // tcp_connection_state.h), so a request/response costs the waiting thread no hand-off from
+  // the event thread. False, without waiting: this provider receives only on its own thread
+  // (verbs, whose device places data anyway, and the simulator), or the connection is closed.
   virtual bool receive_here(int wake_fd, Millis timeout) {
     (void)wake_fd;
     (void)timeout;

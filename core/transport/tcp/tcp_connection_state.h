@@ -124,7 +124,8 @@ class TcpConnectionState : public runtime::IoHandler,
 
   // poll_completions on the connection's own queue: receive here, then wait in poll(2).
   std::vector<rdmap::WorkCompletion> receive_and_wait(std::size_t max, Millis timeout);
-  // Claims the receive side and reads what the socket may hold (`received`: it held octets, or the end).
+  // Claims the receive side and reads what the socket may hold (`received`: it held
+  // octets, or the end).
   // The socket to wait on, or -1 once the connection is closed (the caller then waits on the
   // queue alone).
   int enter_receive(bool readable, bool* received = nullptr);
