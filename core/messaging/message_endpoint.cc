@@ -1,5 +1,7 @@
 #include "core/messaging/message_endpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -544,6 +546,11 @@ bool MessageEndpoint::receive(PeerId peer, int wake_fd, transport::Millis timeou
   if (wake_fd >= 0) {
     auto& wakes = p->receiver_wakes;
     wakes.erase(std::find(wakes.begin(), wakes.end(), wake_fd));
+    if (!p->conn) {
+      // take_connection() wrote it: that wake was ours, not the caller's to read.
+      std::uint64_t v = 0;
+      (void)!::read(wake_fd, &v, sizeof v);
+    }
   }
   if (--p->receivers == 0) p->cv.notify_all();
   return received;

@@ -32,9 +32,11 @@
 // inside one of the application's calls here (a send completing in post_send) is processed
 // when the call returns, on its thread, but a handler never runs inside such a call: what
 // one found for a handler (a peer ready again, a failure) is run by the provider's event
-// thread (CompletionQueue::run_soon).
-// - Every member is thread-safe. Handlers run one at a time, on a provider thread, with no
-//   endpoint lock held: they may call send(), reply(), hold() and release(). They must not
+// thread (CompletionQueue::run_soon). A thread in receive() is a provider thread for this:
+// it reads its peer's connection and processes what it finds, other peers' completions
+// queued meanwhile included, and runs the handlers.
+// - Every member is thread-safe. Handlers run one at a time, on a provider thread (or one
+//   in receive()), with no endpoint lock held: they may call send(), reply(), hold() and release(). They must not
 //   block: while one runs, that provider thread receives for no one. A handler with slow
 //   work hold()s the message and answers from a thread of its own (tools/rdma-mesh's
 //   slow consumer does). wait_ready(), close_peer() and close() wait for the provider's

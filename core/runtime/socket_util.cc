@@ -144,7 +144,7 @@ bool write_all(int fd, std::span<const std::uint8_t> data,
       data = data.subspan(static_cast<std::size_t>(n));
     } else if (n < 0 && errno == EAGAIN) {
       if (wait_for(fd, POLLOUT, until) == 0) return false;
-    } else if (n < 0 && errno != EINTR) {
+    } else if (n == 0 || errno != EINTR) {
       return false;
     }
   }

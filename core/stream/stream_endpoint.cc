@@ -255,6 +255,11 @@ void StreamEndpoint::process(Session& s) {
 void StreamEndpoint::note_incoming(std::uint16_t port) {
   std::lock_guard lock(sessions_mu_);
   ++incoming_gen_[port];
+  // Not when the accept's own receive found it: it looks when the receive returns.
+  if (accept_wake_ >= 0 && !accept_woken_ && receiving_here != accept_session_) {
+    accept_woken_ = true;
+    set_event(accept_wake_, true);
+  }
   if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, true);
   incoming_cv_.notify_all();
 }
@@ -382,14 +387,25 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
       lock.unlock();
       std::unique_lock session_lock(only->mu);
       if (!only->receiving && !only->ended && !only->stop_receiving) {
+        if (!only->wake) only->wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
         {
-          // Under the session's lock, so one noted from now on wakes the receive.
+          // Under the session's lock, so one noted from now on wakes the receive: on this
+          // session by process(), on a session that connects meanwhile by note_incoming().
           std::lock_guard map_lock(sessions_mu_);
           if (closing_ || incoming_gen_[port] != seen) continue;
+          accept_wake_ = only->wake.get();
+          accept_session_ = only.get();
         }
         const Millis left =
             timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
-        if (receive_for(*only, session_lock, left)) continue;
+        const bool received = receive_for(*only, session_lock, left);
+        {
+          std::lock_guard map_lock(sessions_mu_);
+          accept_wake_ = -1;
+          accept_session_ = nullptr;
+          if (std::exchange(accept_woken_, false)) set_event(only->wake.get(), false);
+        }
+        if (received) continue;
       }
       session_lock.unlock();
       lock.lock();
@@ -410,6 +426,7 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
   if (!s) return unexpected(StreamErrc::kNoStream);
   const auto deadline = Clock::now() + timeout;
   std::unique_lock lock(s->mu);
+  bool may_receive = true;  // until the channel says it cannot (verbs, a closed connection)
   for (;;) {
     auto r = call(s->engine);
     process(*s);
@@ -418,7 +435,12 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
     if (timeout != kForever && now >= deadline) return r;
     const Millis left =
         timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
-    if (!s->receiving && !s->ended && !s->stop_receiving && receive_for(*s, lock, left)) continue;
+    if (may_receive && !s->receiving && !s->ended && !s->stop_receiving) {
+      // Either way, look again before any wait: what came while the lock was let go (the
+      // session's end, news processed on this very thread) notified nobody.
+      may_receive = receive_for(*s, lock, left);
+      continue;
+    }
     ++s->waiters;
     if (timeout == kForever) {
       s->cv.wait(lock);

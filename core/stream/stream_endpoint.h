@@ -148,6 +148,11 @@ class StreamEndpoint {
   std::map<SessionId, std::vector<messaging::Message>> early_;  // before the session is known
   std::map<std::uint16_t, int> listening_;                      // port -> its accept eventfd
   std::map<std::uint16_t, std::uint64_t> incoming_gen_;         // port -> streams noted so far
+  // An accept() receiving on the only session: that session's wake descriptor, written when
+  // a stream is noted (on any session); `accept_woken_`: written since it last looked.
+  int accept_wake_ = -1;
+  const void* accept_session_ = nullptr;  // that session (a Session)
+  bool accept_woken_ = false;
   std::unique_ptr<transport::Listener> listener_;
   std::thread accept_thread_;
   bool closing_ = false;

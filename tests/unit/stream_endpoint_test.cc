@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
+#include <future>
 #include <random>
 #include <thread>
 #include <vector>
@@ -235,6 +236,29 @@ TEST(StreamEndpoint, AnAcceptWaitingOnTheOnlySessionTakesEachOpenAsItComes) {
   waiting.join();
   reader.join();
   EXPECT_TRUE(reader_done.load());
+}
+
+TEST(StreamEndpoint, AnAcceptReceivingOnTheOnlySessionTakesAStreamOfASessionThatCameLater) {
+  // accept() receives on the server's one session; a second client connects and opens:
+  // its stream must end that receive, not wait for the first session's traffic or the
+  // accept's deadline (30 s here).
+  Lab lab;
+  std::promise<Expected<StreamRef, StreamErrc>> got;
+  std::thread acceptor([&] { got.set_value(lab.server.accept(80, 30s)); });
+  std::this_thread::sleep_for(50ms);  // mostly: the accept is receiving by now
+  StreamEndpoint second{tcp(), {}};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto session = second.connect(*transport::parse_provider_uri(lab.served));
+  ASSERT_TRUE(session.has_value());
+  const auto opened = second.open(*session, 80);
+  ASSERT_TRUE(opened.has_value());
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << "the accept did not wake";
+  const auto accepted = future.get();
+  acceptor.join();
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_NE(accepted->session, lab.session) << "the second session's stream";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
 }
 
 TEST(StreamEndpoint, TheDescriptorPollsReadableWhenDataComes) {

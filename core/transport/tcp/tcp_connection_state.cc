@@ -171,24 +171,26 @@ std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::siz
     if (!got.empty()) return got;
     const auto left = std::chrono::ceil<Millis>(deadline - runtime::Clock::now());
     if (left <= Millis::zero()) return got;
+    const auto entered = runtime::Clock::now();
     const int socket = wait_fd < 0 ? -1 : enter_receive(readable);
     // Closed: only flushes can still come, and a wake() since this poll began ends it.
     if (socket < 0) return cq_->poll(max, left, generation);
     got = cq_->poll(max, Millis::zero());
     if (!got.empty() || !cq_->arm_fd_wait(generation)) {
-      leave_receive();
+      leave_receive(entered);
       return got.empty() ? cq_->poll(max, Millis::zero()) : got;
     }
     std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wait_fd, POLLIN, 0}};
     ::poll(fds.data(), fds.size(), static_cast<int>(left.count()));
     readable = fds[0].revents != 0;
     cq_->disarm_fd_wait();
-    leave_receive();
+    leave_receive(entered);
     if (cq_->wake_generation() != generation) return cq_->poll(max, Millis::zero());
   }
 }
 
 bool TcpConnectionState::receive_here(int wake_fd, Millis timeout) {
+  const auto entered = runtime::Clock::now();
   bool received = false;
   const int socket = enter_receive(false, &received);
   if (socket < 0) return false;
@@ -201,7 +203,7 @@ bool TcpConnectionState::receive_here(int wake_fd, Millis timeout) {
       if (phase_ != Phase::kClosed && !released_) receive(true);
     }
   }
-  leave_receive();
+  leave_receive(entered);
   return true;
 }
 
@@ -225,15 +227,25 @@ int TcpConnectionState::enter_receive(bool readable, bool* received) {
   return fd_.get();
 }
 
-void TcpConnectionState::leave_receive() {
+void TcpConnectionState::leave_receive(runtime::TimePoint entered) {
   Guard guard(*this);
   --receivers_;
   last_receive_ = runtime::Clock::now();
   if (receivers_ == 0 && !tx_busy_) closing_fd_.reset();
+  // The last receiver leaves after a long wait, and the claim's timer is far out (pushed by
+  // on_claim_timer while it waited): what comes before the timer fires would wait for it,
+  // so the event thread receives again now. One epoll_ctl, only after a wait longer than
+  // kClaimIdle: a thread that receives in a loop (a request/response) keeps its claim.
+  if (receivers_ == 0 && rx_claimed_ && phase_ != Phase::kClosed &&
+      last_receive_ - entered > kClaimIdle && claim_at_ > last_receive_ + kClaimIdle) {
+    rx_claimed_ = false;
+    update_interest();
+  }
 }
 
 void TcpConnectionState::arm_claim_timer(runtime::TimePoint when) {
   if (claim_timer_) return;
+  claim_at_ = when;
   claim_timer_ = loop_.add_timer(when, [weak = weak_from_this()] {
     if (const auto self = weak.lock()) self->on_claim_timer();
   });

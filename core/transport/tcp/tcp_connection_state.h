@@ -129,7 +129,8 @@ class TcpConnectionState : public runtime::IoHandler,
   // The socket to wait on, or -1 once the connection is closed (the caller then waits on the
   // queue alone).
   int enter_receive(bool readable, bool* received = nullptr);
-  void leave_receive();
+  // `entered`: when the caller's enter_receive began.
+  void leave_receive(runtime::TimePoint entered);
 
   runtime::EventLoop& loop_;
   const ConnectionInfo info_;
@@ -169,6 +170,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
   runtime::TimePoint last_receive_{};  // when the last of them left
   std::optional<runtime::EventLoop::TimerId> claim_timer_;
+  runtime::TimePoint claim_at_{};  // when claim_timer_ fires
   runtime::Fd closing_fd_;  // closed while a receiver or the writer uses it: closed when they leave
 };
 
