@@ -39,6 +39,17 @@ void set_event(int fd, bool on) {
   }
 }
 
+// Ends a receive sleeping on `fd`, once: `woken` says it was written and not read yet.
+void wake_once(int fd, bool& woken) {
+  if (woken) return;
+  woken = true;
+  set_event(fd, true);
+}
+// What wake_once wrote, read back.
+void take_wake(int fd, bool& woken) {
+  if (std::exchange(woken, false)) set_event(fd, false);
+}
+
 }  // namespace
 
 // One session: its engine, the memory it registered, the messages the channel refused for
@@ -111,6 +122,10 @@ struct StreamEndpoint::Session : RegionSource {
   bool stop_receiving = false;  // the endpoint closes: waiters wait on `cv`
   std::uint32_t waiters = 0;    // on `cv`
   runtime::Fd wake;
+  int wake_fd() {
+    if (!wake) wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    return wake.get();  // -1: no descriptor left
+  }
 };
 
 StreamEndpoint::StreamEndpoint(std::unique_ptr<transport::Provider> provider,
@@ -246,19 +261,15 @@ void StreamEndpoint::process(Session& s) {
   // The receiving waiter sleeps in the kernel on the connection: woken when its news came
   // from another thread (one processing the session's messages for it, an application
   // call); what it processes itself it looks at when its receive returns.
-  if (s.receiving && receiving_here != &s && !s.woken) {
-    s.woken = true;
-    set_event(s.wake.get(), true);
-  }
+  if (s.receiving && receiving_here != &s) wake_once(s.wake.get(), s.woken);
 }
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
   std::lock_guard lock(sessions_mu_);
   ++incoming_gen_[port];
   // Not when the accept's own receive found it: it looks when the receive returns.
-  if (accept_wake_ >= 0 && !accept_woken_ && receiving_here != accept_session_) {
-    accept_woken_ = true;
-    set_event(accept_wake_, true);
+  if (accept_wake_ >= 0 && receiving_here != accept_session_) {
+    wake_once(accept_wake_, accept_woken_);
   }
   if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, true);
   incoming_cv_.notify_all();
@@ -387,13 +398,12 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
       lock.unlock();
       std::unique_lock session_lock(only->mu);
       if (!only->receiving && !only->ended && !only->stop_receiving) {
-        if (!only->wake) only->wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
         {
           // Under the session's lock, so one noted from now on wakes the receive: on this
           // session by process(), on a session that connects meanwhile by note_incoming().
           std::lock_guard map_lock(sessions_mu_);
           if (closing_ || incoming_gen_[port] != seen) continue;
-          accept_wake_ = only->wake.get();
+          accept_wake_ = only->wake_fd();
           accept_session_ = only.get();
         }
         const Millis left =
@@ -403,7 +413,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
           std::lock_guard map_lock(sessions_mu_);
           accept_wake_ = -1;
           accept_session_ = nullptr;
-          if (std::exchange(accept_woken_, false)) set_event(only->wake.get(), false);
+          take_wake(only->wake.get(), accept_woken_);
         }
         if (received) continue;
       }
@@ -452,8 +462,7 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
 }
 
 bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock, Millis timeout) {
-  if (!s.wake) s.wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!s.wake) return false;  // no descriptor left: nothing could end the receive early
+  if (s.wake_fd() < 0) return false;  // no descriptor left: nothing could end the receive early
   s.receiving = true;
   lock.unlock();
   receiving_here = &s;
@@ -461,7 +470,7 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
   receiving_here = nullptr;
   lock.lock();
   s.receiving = false;
-  if (std::exchange(s.woken, false)) set_event(s.wake.get(), false);
+  take_wake(s.wake.get(), s.woken);
   if (s.waiters > 0) s.cv.notify_all();  // one of them receives next
   return received;
 }
@@ -572,10 +581,7 @@ void StreamEndpoint::close() {
     if (auto s = find(id)) {
       std::lock_guard lock(s->mu);
       s->stop_receiving = true;
-      if (s->receiving && !s->woken) {
-        s->woken = true;
-        set_event(s->wake.get(), true);
-      }
+      if (s->receiving) wake_once(s->wake.get(), s->woken);
     }
   }
   if (accept_thread_.joinable()) accept_thread_.join();
