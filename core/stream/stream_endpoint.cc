@@ -329,11 +329,12 @@ void StreamEndpoint::listen(std::uint16_t port) {
   }
 }
 
-Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port) {
+Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port,
+                                                     std::span<const std::uint8_t> first) {
   auto s = find(session);
   if (!s) return unexpected(StreamErrc::kSessionFailed);
   std::lock_guard lock(s->mu);
-  auto id = s->engine.open(port);
+  auto id = s->engine.open(port, first);
   if (!id) return unexpected(id.error());
   s->fds[*id] = Session::Fd{};
   process(*s);

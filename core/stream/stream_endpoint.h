@@ -94,7 +94,9 @@ class StreamEndpoint {
 
   // Streams opened to `port` (on any session, now or later) wait for accept().
   void listen(std::uint16_t port);
-  Expected<StreamRef, StreamErrc> open(SessionId session, std::uint16_t port);
+  // `first`: octets sent with the OPEN, in its message (StreamSession::open).
+  Expected<StreamRef, StreamErrc> open(SessionId session, std::uint16_t port,
+                                       std::span<const std::uint8_t> first = {});
   Expected<StreamRef, StreamErrc> accept(std::uint16_t port, Millis timeout);
   Expected<std::size_t, StreamErrc> send(StreamRef s, std::span<const std::uint8_t> data,
                                          const IoOptions& options = {});

@@ -185,8 +185,10 @@ void StreamSession::stop_listening(std::uint16_t port) {
   pump();
 }
 
-Expected<StreamId, StreamErrc> StreamSession::open(std::uint16_t port) {
+Expected<StreamId, StreamErrc> StreamSession::open(std::uint16_t port,
+                                                   std::span<const std::uint8_t> first) {
   if (failed_) return unexpected(StreamErrc::kSessionFailed);
+  if (first.size() > config_.send_buffer) return unexpected(StreamErrc::kInvalid);
   const StreamId id = next_id_;
   next_id_ += 2;
   Stream& s = make_stream(id, port, true);
@@ -199,6 +201,12 @@ Expected<StreamId, StreamErrc> StreamSession::open(std::uint16_t port) {
   f.window = s.window;
   queue_control(f);
   ++counters_.opened;
+  if (!first.empty()) {
+    // send() puts the queued OPEN ahead of the octets in the message it builds. A new
+    // stream's send buffer is empty and holds send_buffer octets: it takes them all.
+    (void)send(id, first);
+    return id;
+  }
   pump();
   return id;
 }

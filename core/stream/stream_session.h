@@ -167,8 +167,12 @@ class StreamSession {
   // Streams the peer opens to `port` wait for accept(); without listen() they are refused.
   void listen(std::uint16_t port);
   void stop_listening(std::uint16_t port);  // the ones waiting are reset
-  // Opens a stream to the peer's `port`: one OPEN frame. Writable at once.
-  Expected<StreamId, StreamErrc> open(std::uint16_t port);
+  // Opens a stream to the peer's `port`: one OPEN frame. Writable at once. `first`: octets
+  // sent with it, in the same message when they fit (TCP Fast Open's data on the SYN, RFC
+  // 7413; sendto(MSG_FASTOPEN)), so a stream that opens to say one thing costs one message;
+  // more than send_buffer octets: kInvalid, and no stream is opened.
+  Expected<StreamId, StreamErrc> open(std::uint16_t port,
+                                      std::span<const std::uint8_t> first = {});
   // A stream the peer opened to `port`, or kWouldBlock.
   Expected<StreamId, StreamErrc> accept(std::uint16_t port);
   // How many streams the peer opened to `port` wait for accept() now.

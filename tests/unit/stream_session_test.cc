@@ -364,6 +364,54 @@ TEST(StreamSession, DataSentBeforeTheAcceptIsKept) {
   EXPECT_TRUE(std::equal(data.begin(), data.end(), buf.begin()));
 }
 
+TEST(StreamSession, AnOpensFirstOctetsTravelInItsMessage) {
+  Pair p;
+  p.b.listen(80);
+  const auto hello = pattern(100, 17);
+  auto ida = p.a.open(80, hello);
+  ASSERT_TRUE(ida.has_value());
+  std::vector<SessionOutput> out;
+  p.a.take_outputs(out);
+  std::size_t messages = 0;
+  for (const SessionOutput& o : out) {
+    if (o.type != SessionOutput::Type::kMessage) continue;
+    ++messages;
+    p.b.on_message(o.message);
+  }
+  EXPECT_EQ(messages, 1u) << "the OPEN and its octets, one message";
+  auto idb = p.b.accept(80);
+  ASSERT_TRUE(idb.has_value());
+  std::vector<std::uint8_t> buf(200);
+  ASSERT_EQ(*p.b.recv(*idb, buf), hello.size());
+  EXPECT_TRUE(std::equal(hello.begin(), hello.end(), buf.begin()));
+
+  // First octets past the zero-copy threshold and the initial window wait in the send
+  // buffer for the ACCEPT's window and a sink, in order; past the send buffer, no stream.
+  const auto big = pattern(3 * kInitialWindow, 18);
+  auto idc = p.a.open(80, big);
+  ASSERT_TRUE(idc.has_value());
+  p.run();
+  auto idd = p.b.accept(80);
+  ASSERT_TRUE(idd.has_value());
+  std::vector<std::uint8_t> got;
+  std::vector<std::uint8_t> chunk(64 * 1024);
+  while (got.size() < big.size()) {
+    p.run();
+    auto n = p.b.recv(*idd, chunk);
+    if (!n) {
+      ASSERT_EQ(n.error(), StreamErrc::kWouldBlock);
+      continue;
+    }
+    got.insert(got.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(*n));
+  }
+  EXPECT_EQ(got, big);
+  const std::size_t streams = p.a.stream_count();
+  EXPECT_EQ(p.a.open(80, std::vector<std::uint8_t>(p.config.send_buffer + 1)).error(),
+            StreamErrc::kInvalid);
+  EXPECT_EQ(p.a.stream_count(), streams);
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
 TEST(StreamSession, ALyingPeerFailsTheSessionNotTheProcess) {
   auto lie = [](std::vector<std::uint8_t> message) {
     FakeRegions regions;
