@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <deque>
+#include <unordered_map>
 #include <utility>
 
 #include "core/rdmap/memory_registry.h"
@@ -110,7 +111,7 @@ struct StreamEndpoint::Session : RegionSource {
   std::map<std::uint32_t, std::unique_ptr<std::uint8_t[]>> regions;
   StreamSession engine;
   std::deque<SessionOutput> outbox;  // refused by the channel, in order
-  std::map<StreamId, Fd> fds;
+  std::unordered_map<StreamId, Fd> fds;
   std::vector<SessionOutput> scratch;
   bool ended = false;
   // One of the threads blocking() makes wait receives on the session's connection itself
@@ -195,7 +196,7 @@ std::shared_ptr<StreamEndpoint::Session> StreamEndpoint::add_session(SessionId i
       early = std::move(it->second);
       early_.erase(it);
     }
-    for (const auto& [port, fd] : listening_) ports.push_back(port);
+    for (const auto& [port, event] : listening_) ports.push_back(port);
   }
   for (std::uint16_t port : ports) s->engine.listen(port);
   for (const messaging::Message& m : early) {
@@ -271,7 +272,7 @@ void StreamEndpoint::note_incoming(std::uint16_t port) {
   if (accept_wake_ >= 0 && receiving_here != accept_session_) {
     wake_once(accept_wake_, accept_woken_);
   }
-  if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, true);
+  if (auto it = listening_.find(port); it != listening_.end()) it->second.set(true);
   incoming_cv_.notify_all();
 }
 
@@ -317,8 +318,7 @@ void StreamEndpoint::on_end(SessionId id, const std::string& detail) {
 void StreamEndpoint::listen(std::uint16_t port) {
   {
     std::lock_guard lock(sessions_mu_);
-    if (listening_.count(port) != 0) return;
-    listening_[port] = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!listening_.try_emplace(port).second) return;
   }
   for (SessionId id : sessions()) {
     if (auto s = find(id)) {
@@ -367,11 +367,16 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
       // waiting stream is taken (poll and selectors would wake for nothing, and a blocking
       // accept() after them would wait). Quieted first, then signaled again if any session
       // still has one, each under its own lock: an incoming stream meanwhile signals anyway.
+      // (Nothing to do while nobody asked for the descriptor: accept_fd() looks when made.)
+      bool polled = false;
       {
         std::lock_guard lock(sessions_mu_);
-        if (auto it = listening_.find(port); it != listening_.end()) set_event(it->second, false);
+        if (auto it = listening_.find(port); it != listening_.end() && it->second.fd >= 0) {
+          it->second.set(false);
+          polled = true;
+        }
       }
-      for (SessionId other : sessions()) {
+      for (SessionId other : polled ? sessions() : std::vector<SessionId>{}) {
         auto o = find(other);
         if (!o) continue;
         std::lock_guard lock(o->mu);
@@ -388,7 +393,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
     if (closing_) return unexpected(StreamErrc::kSessionFailed);
     if (incoming_gen_[port] != seen) continue;  // one came during the scan: look again
     // Nothing waits: the descriptor goes quiet until the next incoming stream.
-    set_event(it->second, false);
+    it->second.set(false);
     if (timeout == Millis(0)) return unexpected(StreamErrc::kWouldBlock);
     const auto now = Clock::now();
     if (timeout != kForever && now >= deadline) return unexpected(StreamErrc::kWouldBlock);
@@ -536,10 +541,33 @@ int StreamEndpoint::fd(StreamRef ref) {
   return it->second.fd;
 }
 
+void StreamEndpoint::AcceptEvent::set(bool want) {
+  if (fd < 0 || on == want) return;
+  on = want;
+  set_event(fd, want);
+}
+
 int StreamEndpoint::accept_fd(std::uint16_t port) {
-  std::lock_guard lock(sessions_mu_);
-  auto it = listening_.find(port);
-  return it == listening_.end() ? -1 : it->second;
+  int fd = -1;
+  {
+    std::lock_guard lock(sessions_mu_);
+    auto it = listening_.find(port);
+    if (it == listening_.end()) return -1;
+    if (it->second.fd >= 0) return it->second.fd;
+    fd = it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  }
+  // From now on every incoming stream sets it; the ones already waiting set it here (each
+  // session's lock before sessions_mu_, so not under it).
+  for (SessionId id : sessions()) {
+    auto s = find(id);
+    if (!s) continue;
+    std::lock_guard lock(s->mu);
+    if (s->engine.waiting(port) > 0) {
+      note_incoming(port);
+      break;
+    }
+  }
+  return fd;
 }
 
 std::vector<SessionId> StreamEndpoint::sessions() const {
@@ -602,7 +630,9 @@ void StreamEndpoint::close() {
   }
   sessions.clear();
   std::lock_guard lock(sessions_mu_);
-  for (auto& [port, fd] : listening_) ::close(fd);
+  for (auto& [port, event] : listening_) {
+    if (event.fd >= 0) ::close(event.fd);
+  }
   listening_.clear();
 }
 

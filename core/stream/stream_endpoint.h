@@ -111,7 +111,8 @@ class StreamEndpoint {
   // descriptor left). Made on the first call, readable at once if recv would not wait then:
   // a stream nobody polls costs no descriptor and no syscall per message.
   int fd(StreamRef s);
-  // Readable when accept(port) would not wait.
+  // Readable when accept(port) would not wait. Made on the first call, as fd(): a port
+  // nobody polls costs no descriptor and no syscall per stream accepted. -1: not listening.
   int accept_fd(std::uint16_t port);
 
   std::vector<SessionId> sessions() const;
@@ -148,7 +149,14 @@ class StreamEndpoint {
   std::condition_variable incoming_cv_;
   std::map<SessionId, std::shared_ptr<Session>> sessions_;
   std::map<SessionId, std::vector<messaging::Message>> early_;  // before the session is known
-  std::map<std::uint16_t, int> listening_;                      // port -> its accept eventfd
+  // A listening port's accept descriptor (-1 until accept_fd() asks) and whether it is
+  // set: it is written and read only when that changes.
+  struct AcceptEvent {
+    int fd = -1;
+    bool on = false;
+    void set(bool want);
+  };
+  std::map<std::uint16_t, AcceptEvent> listening_;  // under sessions_mu_
   std::map<std::uint16_t, std::uint64_t> incoming_gen_;         // port -> streams noted so far
   // An accept() receiving on the only session: that session's wake descriptor, written when
   // a stream is noted (on any session); `accept_woken_`: written since it last looked.

@@ -49,6 +49,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/credit/peer_channel.h"
@@ -251,7 +252,7 @@ class StreamSession {
   SessionConfig config_;
   Side side_;
   RegionSource& regions_;
-  std::map<StreamId, std::unique_ptr<Stream>> streams_;
+  std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;  // looked up per frame
   std::map<std::uint16_t, std::deque<StreamId>> listening_;
   StreamId next_id_ = 0;
   StreamId highest_peer_id_ = 0;

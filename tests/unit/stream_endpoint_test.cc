@@ -308,6 +308,28 @@ TEST(StreamEndpoint, TheAcceptDescriptorGoesQuietOnceTheLastWaitingStreamIsTaken
   EXPECT_EQ(::poll(&p, 1, 50), 0) << "the last one was taken: poll would wake for nothing";
 }
 
+TEST(StreamEndpoint, AnAcceptDescriptorAskedForLateIsReadableForTheStreamsAlreadyWaiting) {
+  Lab lab;  // the server listens on 80; nobody has asked for its accept descriptor
+  ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < until &&
+         (lab.server.sessions().empty() ||
+          lab.server.counters(lab.server.sessions().front())->streams < 1)) {
+    std::this_thread::sleep_for(5ms);
+  }
+  pollfd p{lab.server.accept_fd(80), POLLIN, 0};
+  ASSERT_GE(p.fd, 0);
+  EXPECT_EQ(lab.server.accept_fd(80), p.fd) << "one descriptor per port";
+  EXPECT_EQ(::poll(&p, 1, 0), 1) << "made after the stream came: readable at once";
+  ASSERT_TRUE(lab.server.accept(80, 5s).has_value());
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 50), 0);
+  ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "and set by the next one";
+  EXPECT_EQ(lab.server.accept_fd(82), -1) << "not listening";
+}
+
 TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   Lab lab;
   auto c = lab.client.open(lab.session, 9);
