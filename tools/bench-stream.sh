@@ -7,7 +7,7 @@
 #              cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release &&
 #              cmake --build build-bench --target stream_bench
 # Options after --: --seconds S (per stream run, default 2), --rounds N (64 B round trips,
-#   default 20000), --opens N (streams opened per run, default 2000), --idle N (idle streams,
+#   default 20000), --opens N (streams opened per run, default 10000), --idle N (idle streams,
 #   default 10000), --json PATH (the figures as JSON), --require-counters (fail if syscalls
 #   cannot be counted).
 # Prints 64 KiB stream throughput, the 64 B request/response round trip and streams opened per

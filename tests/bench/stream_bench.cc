@@ -473,7 +473,7 @@ Idle idle_streams(int n) {
 struct Options {
   double seconds = 2.0;
   int rounds = 20000;
-  int opens = 2000;
+  int opens = 10000;
   int idle = 10000;
   std::string json_path;
   bool require_counters = false;
