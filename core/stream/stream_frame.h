@@ -34,6 +34,11 @@
 //                                                       unless the receiver sent its own:
 //                                                       then both know their sinks are free
 //
+// This is version 1 of the framing, the one upgrade.h's kUpgradeVersion names; it has not
+// been released before, so every peer that speaks it knows all of the above (ANSWER
+// included). A change an older peer would refuse (a type, a flag: kReservedBits) is a new
+// version, offered in the OFFER and falling back as a version mismatch does.
+//
 // Stream ids are chosen by the opener: odd by the side that connected the session, even by
 // the side that accepted it, so the two never pick the same one (as HTTP/2 does, RFC 9113
 // s5.1.1). Zero is never a stream.
