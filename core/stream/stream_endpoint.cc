@@ -552,7 +552,7 @@ int StreamEndpoint::accept_fd(std::uint16_t port) {
   {
     std::lock_guard lock(sessions_mu_);
     auto it = listening_.find(port);
-    if (it == listening_.end()) return -1;
+    if (it == listening_.end() || closing_) return -1;
     if (it->second.fd >= 0) return it->second.fd;
     fd = it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
@@ -589,8 +589,9 @@ std::optional<std::size_t> StreamEndpoint::stream_bytes(StreamRef ref) const {
   if (!s) return std::nullopt;
   std::lock_guard lock(s->mu);
   if (!s->fds.contains(ref.stream)) return std::nullopt;
-  // The map node of the descriptor: its value and three links.
-  return s->engine.stream_bytes(ref.stream) + sizeof(Session::Fd) + 3 * sizeof(void*);
+  // The descriptor's hash map node (a link and the entry) and a bucket's pointer.
+  return s->engine.stream_bytes(ref.stream) + sizeof(decltype(s->fds)::value_type) +
+         2 * sizeof(void*);
 }
 
 std::optional<messaging::PeerStats> StreamEndpoint::session_stats(SessionId id) const {

@@ -235,6 +235,7 @@ Expected<StreamId, StreamErrc> StreamSession::accept(std::uint16_t port) {
 }
 
 std::size_t StreamSession::waiting(std::uint16_t port) const {
+  if (failed_) return 0;  // accept() says kSessionFailed: none can be taken
   auto it = listening_.find(port);
   if (it == listening_.end()) return 0;
   // Ids of streams the peer reset while they waited stay queued until accept() skips them.
@@ -494,7 +495,8 @@ SessionCounters StreamSession::counters() const {
 std::size_t StreamSession::stream_bytes(StreamId id) const {
   const Stream* s = find(id);
   if (s == nullptr) return 0;
-  std::size_t n = sizeof(Stream) + 2 * sizeof(void*) * 3;  // and its map node
+  // And its hash map node (a link and the entry) and a bucket's pointer.
+  std::size_t n = sizeof(Stream) + sizeof(decltype(streams_)::value_type) + 2 * sizeof(void*);
   for (const Segment& seg : s->segments) n += sizeof(Segment) + seg.bytes.capacity();
   if (s->send_ring) n += s->send_ring->size();
   if (s->sink) n += s->sink->size();

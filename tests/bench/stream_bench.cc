@@ -274,10 +274,12 @@ Ours our_opens_per_second(const CostMeter& meter, int n, std::size_t depth) {
 // client opens each with its one octet (in the OPEN's message, as TCP Fast Open's data
 // rides the SYN) and closes it, waiting for nothing; the acceptor accepts each, reads its
 // octet and closes it; the clock stops when it has done so n times. The server's accept
-// backlog is the raw listener's (512), and the client stays within it as a TCP client
-// stays within the listen queue (its connect waits).
+// backlog is the raw listener's (512); the client keeps within it, sleeping until the
+// acceptor has taken another 64 (an open past it would be refused, as a TCP connect past
+// the listen queue would have its SYN dropped and sent again a second later).
 Ours our_opens_like_tcp(const CostMeter& meter, int n) {
   constexpr int kBacklog = 512;  // raw_tcp.cc's listen()
+  constexpr int kRoom = 64;      // accepts between the acceptor's wake-ups of the client
   stream::StreamEndpointConfig config;
   config.session.accept_backlog = kBacklog;
   Lab lab(config);
@@ -297,12 +299,17 @@ Ours our_opens_like_tcp(const CostMeter& meter, int n) {
       std::uint8_t b;
       if (!recv_exact(lab.server, *s, {&b, 1})) die("an opened stream sent nothing");
       lab.server.close(*s);
-      accepted.fetch_add(1, std::memory_order_release);
+      if (accepted.fetch_add(1, std::memory_order_release) % kRoom == kRoom - 1) {
+        accepted.notify_one();
+      }
     }
   });
   const std::uint8_t octet = 'o';
   for (int i = 0; i < n; ++i) {
-    while (i - accepted.load(std::memory_order_acquire) >= kBacklog) std::this_thread::yield();
+    for (int seen = accepted.load(std::memory_order_acquire); i - seen >= kBacklog;
+         seen = accepted.load(std::memory_order_acquire)) {
+      accepted.wait(seen, std::memory_order_acquire);
+    }
     auto c = lab.client.open(lab.session, kPort, {&octet, 1});
     if (!c) die("open: " + std::string(stream::errc_name(c.error())));
     lab.client.close(*c);

@@ -395,7 +395,8 @@ TEST(StreamSession, AnOpensFirstOctetsTravelInItsMessage) {
   ASSERT_TRUE(idd.has_value());
   std::vector<std::uint8_t> got;
   std::vector<std::uint8_t> chunk(64 * 1024);
-  while (got.size() < big.size()) {
+  for (int rounds = 0; got.size() < big.size(); ++rounds) {
+    ASSERT_LT(rounds, 1000) << "the first octets stalled at " << got.size();
     p.run();
     auto n = p.b.recv(*idd, chunk);
     if (!n) {
