@@ -76,16 +76,36 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
     outbox_.clear();
     lock.unlock();
     bool write_refused = false;
-    for (const ChannelAction& a : batch) {
+    auto is_post = [](const ChannelAction& a) {
+      return a.type == ChannelAction::Type::kPostSend || a.type == ChannelAction::Type::kPostWrite;
+    };
+    for (std::size_t i = 0; i < batch.size();) {
+      const ChannelAction& a = batch[i];
       if (write_refused && a.type == ChannelAction::Type::kPostSend) {
         // The message after a refused write says its data is placed: it must not go.
         refused.emplace_back(a, "the RDMA Write before it was refused");
         write_refused = false;
+        ++i;
+        continue;
+      }
+      // Posts in a row go to the provider together: a Write and the message that announces
+      // it, or the messages a burst made, leave in one sendmsg on tcp (Connection::post_sends).
+      std::size_t end = i;
+      while (end < batch.size() && is_post(batch[end])) ++end;
+      if (end - i >= 2 && conn) {
+        const std::size_t before = refused.size();
+        const std::size_t posted = post_run(std::span(batch).subspan(i, end - i), refused);
+        i += posted;
+        if (refused.size() > before) {
+          write_refused = batch[i].type == ChannelAction::Type::kPostWrite;
+          ++i;
+        }
         continue;
       }
       const std::size_t before = refused.size();
       carry_out_one(a, sink, refused, unhandled);
       write_refused = a.type == ChannelAction::Type::kPostWrite && refused.size() > before;
+      ++i;
     }
     lock.lock();
     for (auto& [a, why] : refused) channel.on_post_refused(a, why);
@@ -98,28 +118,42 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
   cv.notify_all();  // take_connection() may be waiting
 }
 
+rdmap::SendWr PeerLink::send_wr(const ChannelAction& a) const {
+  if (a.type == ChannelAction::Type::kPostWrite) {
+    // Named like a send (its slot's wr_id): a completion confirms it and what came before.
+    rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kRdmaWrite,
+                     rdmap::Sge{a.write.local_addr, a.write.length, a.write.local_stag}};
+    wr.remote_stag = a.write.remote_stag;
+    wr.remote_addr = a.write.remote_offset;
+    wr.signaled = a.signaled;
+    return wr;
+  }
+  rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
+                   rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)),
+                              a.length, tx_stag_}};
+  wr.signaled = a.signaled;
+  return wr;
+}
+
+std::size_t PeerLink::post_run(std::span<const ChannelAction> run, Refusals& refused) {
+  wrs_.clear();
+  for (const ChannelAction& a : run) wrs_.push_back(send_wr(a));
+  const auto r = conn->post_sends(wrs_);
+  if (r.posted < run.size()) {
+    refused.emplace_back(run[r.posted], r.error ? rdmap::post_error_name(*r.error)
+                                                : std::string_view("not posted"));
+  }
+  return r.posted;
+}
+
 // One action, without `mu` (this thread is the poster, so `conn` stays). What needs the
 // channel again is noted for the caller: a post the provider refused, a message nobody takes.
 void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals& refused,
                              std::vector<std::uint32_t>& unhandled) {
   switch (a.type) {
-    case ChannelAction::Type::kPostSend: {
-      rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,
-                       rdmap::Sge{reinterpret_cast<std::uint64_t>(channel.send_buffer(a.index)),
-                                  a.length, tx_stag_}};
-      wr.signaled = a.signaled;
-      const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
-      if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
-      return;
-    }
+    case ChannelAction::Type::kPostSend:
     case ChannelAction::Type::kPostWrite: {
-      // Named like a send (its slot's wr_id): a completion confirms it and what came before.
-      rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kRdmaWrite,
-                       rdmap::Sge{a.write.local_addr, a.write.length, a.write.local_stag}};
-      wr.remote_stag = a.write.remote_stag;
-      wr.remote_addr = a.write.remote_offset;
-      wr.signaled = a.signaled;
-      const auto err = conn ? conn->post_send(wr) : rdmap::PostError::kNotConnected;
+      const auto err = conn ? conn->post_send(send_wr(a)) : rdmap::PostError::kNotConnected;
       if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
       return;
     }

@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <variant>
@@ -99,6 +100,11 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   using Refusals = std::vector<std::pair<credit::ChannelAction, std::string>>;
   void carry_out_one(const credit::ChannelAction& a, HandlerSink& sink, Refusals& refused,
                      std::vector<std::uint32_t>& unhandled);
+  // The posts of `run` (sends and writes) in one Connection::post_sends; how many went. The
+  // one refused, if any, is added to `refused` with its reason; those after it were not tried.
+  std::size_t post_run(std::span<const credit::ChannelAction> run, Refusals& refused);
+  // The work request of a kPostSend or kPostWrite.
+  rdmap::SendWr send_wr(const credit::ChannelAction& a) const;
   void take_actions();
 
   std::uint32_t rx_stag_ = 0;
@@ -106,6 +112,7 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   std::deque<credit::ChannelAction> outbox_;  // taken from the channel, not carried out yet
   bool posting_ = false;                      // a thread carries the outbox out now
   std::vector<credit::ChannelAction> scratch_;
+  std::vector<rdmap::SendWr> wrs_;  // post_run's, under `posting_`
 
  public:
   // Last member: destroyed first, so the provider stops touching the buffers above before

@@ -37,6 +37,13 @@ class ConnectionHandle : public Connection {
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) override {
     return state_->post_send(wr);
   }
+  PostBatch post_sends(std::span<const rdmap::SendWr> wrs) override {
+    if constexpr (requires { state_->post_sends(wrs); }) {
+      return state_->post_sends(wrs);
+    } else {
+      return Connection::post_sends(wrs);
+    }
+  }
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) override {
     return state_->post_recv(wr);
   }

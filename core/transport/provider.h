@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,24 @@ class Connection {
   }
 
   virtual std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr) = 0;
+  // Posts `wrs` in order as one batch, as ibv_post_send takes a chain: the first `posted`
+  // went, and `error` says why the next did not (the rest were not tried). A provider that
+  // sends on the caller's thread sends the batch together: the tcp provider frames them all
+  // before it writes, so an RDMA Write and the Send that announces it leave in one sendmsg
+  // (one wake-up of the peer, not one per request). By default, post_send each.
+  struct PostBatch {
+    std::size_t posted = 0;
+    std::optional<rdmap::PostError> error;
+  };
+  virtual PostBatch post_sends(std::span<const rdmap::SendWr> wrs) {
+    PostBatch r;
+    for (const rdmap::SendWr& wr : wrs) {
+      r.error = post_send(wr);
+      if (r.error) break;
+      ++r.posted;
+    }
+    return r;
+  }
   virtual std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) = 0;
   // Waits up to `timeout` for at least one completion on the connection's completion queue,
   // then returns what is there (up to `max`). Empty on timeout or CompletionQueue::wake().

@@ -455,6 +455,62 @@ TEST_F(TcpProviderTest, HundredsOfSmallFpdusWithMarkersArriveWhole) {
   send_and_verify(*responder_, *initiator_, 9999, 19);
 }
 
+// post_sends: a Write and the Send that announces it, posted as one batch, leave together
+// (one sendmsg); the receiver's Send completion finds the Write's octets placed. A batch
+// stops at the first request the endpoint refuses, as ibv_post_send's bad_wr does.
+TEST_F(TcpProviderTest, ABatchOfAWriteAndItsSendIsPlacedThenDeliveredAndStopsAtARefusal) {
+  connect_pair(initiator_policy(), responder_policy());
+  constexpr std::size_t kLen = 64 * 1024;
+  auto& b = kept(std::vector<std::uint8_t>(kLen, 0));
+  const auto b_key =
+      responder_->register_memory(b.data(), b.size(), rdmap::kLocalWrite | rdmap::kRemoteWrite);
+  auto& note = kept(std::vector<std::uint8_t>(64, 0));
+  const auto note_key = responder_->register_memory(note.data(), note.size(), rdmap::kLocalWrite);
+  ASSERT_FALSE(responder_->post_recv(
+      {.wr_id = 9, .sge = {addr_of(note), static_cast<std::uint32_t>(note.size()), note_key}}));
+  auto& a = kept(pattern(kLen, 21));
+  const auto a_key = initiator_->register_memory(a.data(), a.size(), 0);
+  auto& said = kept(pattern(40, 22));
+  const auto said_key = initiator_->register_memory(said.data(), said.size(), 0);
+  const std::vector<rdmap::SendWr> batch{
+      {.wr_id = 1,
+       .opcode = rdmap::WrOpcode::kRdmaWrite,
+       .sge = {addr_of(a), kLen, a_key},
+       .remote_stag = b_key,
+       .remote_addr = offset_of(*responder_, b_key, b)},
+      {.wr_id = 2, .opcode = rdmap::WrOpcode::kSend, .sge = {addr_of(said), 40, said_key}}};
+  const auto r = initiator_->post_sends(batch);
+  EXPECT_EQ(r.posted, 2u);
+  EXPECT_FALSE(r.error);
+  for (std::uint64_t id : {1u, 2u}) {
+    auto c = wait_completion(*initiator_);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->wr_id, id);
+    EXPECT_EQ(c->status, WcStatus::kSuccess);
+  }
+  auto got = wait_completion(*responder_);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->wr_id, 9u);
+  EXPECT_EQ(got->byte_len, 40u);
+  EXPECT_EQ(b, a) << "the Write is placed when the Send after it is delivered";
+
+  // The second request has no local key: the first goes, the second and third do not.
+  const std::vector<rdmap::SendWr> bad{
+      {.wr_id = 3, .opcode = rdmap::WrOpcode::kSend, .sge = {addr_of(said), 40, said_key}},
+      {.wr_id = 4, .opcode = rdmap::WrOpcode::kSend, .sge = {addr_of(said), 40, 0}},
+      {.wr_id = 5, .opcode = rdmap::WrOpcode::kSend, .sge = {addr_of(said), 40, said_key}}};
+  ASSERT_FALSE(responder_->post_recv(
+      {.wr_id = 10, .sge = {addr_of(note), static_cast<std::uint32_t>(note.size()), note_key}}));
+  const auto r2 = initiator_->post_sends(bad);
+  EXPECT_EQ(r2.posted, 1u);
+  ASSERT_TRUE(r2.error);
+  EXPECT_EQ(*r2.error, rdmap::PostError::kInvalidRequest);
+  auto c3 = wait_completion(*initiator_);
+  ASSERT_TRUE(c3);
+  EXPECT_EQ(c3->wr_id, 3u);
+  EXPECT_FALSE(wait_completion(*initiator_, Millis(200))) << "nothing after the refusal went";
+}
+
 TEST_F(TcpProviderTest, ReceivesPostedBeforeConnectCatchTheFirstSend) {
   std::vector<std::uint8_t> early(4096, 0);
   QpCaps caps;

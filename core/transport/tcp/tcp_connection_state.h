@@ -70,6 +70,8 @@ class TcpConnectionState : public runtime::IoHandler,
   bool deregister_memory(std::uint32_t stag);
   std::optional<std::uint64_t> tagged_offset(std::uint32_t stag, const void* addr) const;
   std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);
+  // Connection::post_sends: all framed, then written together.
+  Connection::PostBatch post_sends(std::span<const rdmap::SendWr> wrs);
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
   // Connection::receive_here: the receive side claimed as poll_completions claims it.
