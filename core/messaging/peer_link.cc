@@ -96,6 +96,7 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
         const std::size_t before = refused.size();
         const std::size_t posted = post_run(std::span(batch).subspan(i, end - i), refused);
         i += posted;
+        write_refused = false;
         if (refused.size() > before) {
           write_refused = batch[i].type == ChannelAction::Type::kPostWrite;
           ++i;

@@ -164,7 +164,9 @@ class Connection {
   // went, and `error` says why the next did not (the rest were not tried). A provider that
   // sends on the caller's thread sends the batch together: the tcp provider frames them all
   // before it writes, so an RDMA Write and the Send that announces it leave in one sendmsg
-  // (one wake-up of the peer, not one per request). By default, post_send each.
+  // (one wake-up of the peer, not one per request). The batch is queued whole before any
+  // of it is sent, so it must fit the send queue's free room (max_send_wr) at once: past
+  // it, kQueueFull where posting one by one might have gone. By default, post_send each.
   struct PostBatch {
     std::size_t posted = 0;
     std::optional<rdmap::PostError> error;

@@ -18,9 +18,10 @@ constexpr int kReadsPerWakeup = 4;            // then let other connections run
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // A batch of FPDUs for one sendmsg closes once it holds this much: a 64 KiB Write's two
 // FPDUs and the Send posted with it (post_sends) leave together, one sendmsg and one wake-up
-// of the peer. Against 16 KiB (each large FPDU alone): a 64 KiB stream over the stream
-// layer 15.7-18.0 -> 14.8-20.6 Gbit/s, 4.4-4.9 -> 3.1-3.5 syscalls per 64 KiB; e2e_bench's
-// 64 KiB Writes 4.2 -> 3.0 syscalls each, Gbit/s within this machine's noise.
+// of the peer. Measured against 16 KiB (each large FPDU alone), both with post_sends: a
+// 64 KiB stream over the stream layer 3.1-3.5 syscalls per 64 KiB against 4.4-4.9, and
+// e2e_bench's 64 KiB Writes 3.0 against 4.2 each; Gbit/s moved within this machine's noise
+// (stream: 14.8-20.6 against 15.7-18.0). (Before post_sends, at 16 KiB: 6.3-6.5 syscalls.)
 constexpr std::size_t kBatchOctets = 128 * 1024;
 // After a Terminate (RFC 5040 s5.3: the stream is closed after it), how long the peer has
 // to close its side before we reset the connection.
@@ -515,7 +516,9 @@ bool TcpConnectionState::write_unsent() {
     if (r.would_block) return false;
     unsent_offset_ += r.bytes;
   }
-  unsent_.clear();
+  // Let go, not kept: a batch is up to 128 KiB and more, and a connection whose socket
+  // filled once would hold it for its life.
+  if (unsent_.capacity() > 0) std::vector<std::uint8_t>().swap(unsent_);
   unsent_offset_ = 0;
   return true;
 }

@@ -5,11 +5,13 @@
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
 // memory happens here, as an RNIC's DMA would).
 // Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> one sendmsg of the slices of up
-// to 16 ready frames, closing at 16 KiB (the payload straight from registered memory); the
-// frames are the writing thread's, not the connection's (they live only while it writes).
-// Whatever the socket does not take is copied to `unsent_` and nothing more is pulled from
-// the endpoint until it drained, so buffered output is bounded by one batch (under 16 KiB
-// plus one FPDU); the endpoint's queues are bounded by the QP caps.
+// to 16 ready frames, closing at 128 KiB (the payload straight from registered memory; a
+// batch posted with post_sends is framed whole first, so a Write and its Send share one);
+// the frames are the writing thread's, not the connection's (they live only while it
+// writes). Whatever the socket does not take is copied to `unsent_` and nothing more is
+// pulled from the endpoint until it drained, so buffered output is bounded by one batch
+// (under 128 KiB plus one FPDU), and let go once it drained; the endpoint's queues are
+// bounded by the QP caps.
 //
 // Who does the work (run to completion, as siw sends inside post_send): the thread that
 // posts a work request encodes and sends it itself; only what the socket does not take at
