@@ -115,9 +115,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         s.on_message(m);
         break;
       }
-      case 2:
-        if (auto id = s.open(in.u8() % 3)) streams.push_back(*id);
+      case 2: {
+        // An open, with first octets (up to past the send buffer: refused) or none.
+        const std::uint8_t port = in.u8();
+        const std::size_t first = (port & 0x80) != 0 ? in.u16() % 9000 : 0;
+        if (auto id = s.open(port % 3, std::span(buf).first(first))) streams.push_back(*id);
         break;
+      }
       case 3:
         if (auto id = s.accept(in.u8() % 3)) streams.push_back(*id);
         break;
