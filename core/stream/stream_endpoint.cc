@@ -376,15 +376,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
           polled = true;
         }
       }
-      for (SessionId other : polled ? sessions() : std::vector<SessionId>{}) {
-        auto o = find(other);
-        if (!o) continue;
-        std::lock_guard lock(o->mu);
-        if (o->engine.waiting(port) > 0) {
-          note_incoming(port);
-          break;
-        }
-      }
+      if (polled) note_if_waiting(port);
       return ref;
     }
     std::unique_lock lock(sessions_mu_);
@@ -556,18 +548,21 @@ int StreamEndpoint::accept_fd(std::uint16_t port) {
     if (it->second.fd >= 0) return it->second.fd;
     fd = it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   }
-  // From now on every incoming stream sets it; the ones already waiting set it here (each
-  // session's lock before sessions_mu_, so not under it).
+  // From now on every incoming stream sets it; the ones already waiting set it here.
+  note_if_waiting(port);
+  return fd;
+}
+
+void StreamEndpoint::note_if_waiting(std::uint16_t port) {
   for (SessionId id : sessions()) {
     auto s = find(id);
     if (!s) continue;
     std::lock_guard lock(s->mu);
     if (s->engine.waiting(port) > 0) {
       note_incoming(port);
-      break;
+      return;
     }
   }
-  return fd;
 }
 
 std::vector<SessionId> StreamEndpoint::sessions() const {

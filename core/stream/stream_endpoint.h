@@ -134,6 +134,9 @@ class StreamEndpoint {
   void on_ready(SessionId id);
   void on_end(SessionId id, const std::string& detail);
   void note_incoming(std::uint16_t port);
+  // note_incoming(port) if any session has a stream waiting for accept() on it. Takes each
+  // session's lock, then sessions_mu_: never called under either.
+  void note_if_waiting(std::uint16_t port);
   void accept_loop();
   // Runs `call` until it does not say kWouldBlock or `timeout` passed (0: once).
   template <class Call>

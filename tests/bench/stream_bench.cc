@@ -136,6 +136,21 @@ struct Lab {
     return {*c, *s};
   }
 
+  // One stream opened, accepted and closed: the session and both ends warm.
+  void warm() {
+    auto [c, s] = stream();
+    client.close(c);
+    server.close(s);
+  }
+
+  // The next stream opened to kPort, accepted, and its first octet (into `b`).
+  StreamRef accept_first_octet(std::uint8_t& b) {
+    auto s = server.accept(kPort, kWait);
+    if (!s) die("accept: " + std::string(stream::errc_name(s.error())));
+    if (!recv_exact(server, *s, {&b, 1})) die("an opened stream sent nothing");
+    return *s;
+  }
+
   // What both sessions (the two ends) handed to the channel.
   struct Traffic {
     double messages = 0;
@@ -230,22 +245,16 @@ Ours our_round_trip_us(const CostMeter& meter, int rounds) {
 // one before; more: the opens are pipelined (the accept backlog, 128, bounds the depth).
 Ours our_opens_per_second(const CostMeter& meter, int n, std::size_t depth) {
   Lab lab;
-  {
-    auto [c, s] = lab.stream();  // the session and both ends warm
-    lab.client.close(c);
-    lab.server.close(s);
-  }
+  lab.warm();
   const auto traffic0 = lab.traffic();
   const auto before = meter.sample();
   const auto t0 = Clock::now();
   std::thread acceptor([&] {
     for (int i = 0; i < n; ++i) {
-      auto s = lab.server.accept(kPort, kWait);
-      if (!s) die("accept: " + std::string(stream::errc_name(s.error())));
       std::uint8_t b;
-      if (!recv_exact(lab.server, *s, {&b, 1})) die("an opened stream sent nothing");
-      send_all(lab.server, *s, {&b, 1});
-      lab.server.close(*s);
+      const StreamRef s = lab.accept_first_octet(b);
+      send_all(lab.server, s, {&b, 1});
+      lab.server.close(s);
     }
   });
   std::deque<StreamRef> in_flight;
@@ -283,22 +292,15 @@ Ours our_opens_like_tcp(const CostMeter& meter, int n) {
   stream::StreamEndpointConfig config;
   config.session.accept_backlog = kBacklog;
   Lab lab(config);
-  {
-    auto [c, s] = lab.stream();
-    lab.client.close(c);
-    lab.server.close(s);
-  }
+  lab.warm();
   std::atomic<int> accepted{0};
   const auto traffic0 = lab.traffic();
   const auto before = meter.sample();
   const auto t0 = Clock::now();
   std::thread acceptor([&] {
     for (int i = 0; i < n; ++i) {
-      auto s = lab.server.accept(kPort, kWait);
-      if (!s) die("accept: " + std::string(stream::errc_name(s.error())));
       std::uint8_t b;
-      if (!recv_exact(lab.server, *s, {&b, 1})) die("an opened stream sent nothing");
-      lab.server.close(*s);
+      lab.server.close(lab.accept_first_octet(b));
       if (accepted.fetch_add(1, std::memory_order_release) % kRoom == kRoom - 1) {
         accepted.notify_one();
       }

@@ -47,6 +47,19 @@ struct Lab {
     EXPECT_TRUE(s.has_value()) << (s ? "" : s.error());
     session = *s;
   }
+  // Up to 5 s for the server's session to have `n` streams (the OPENs have arrived).
+  void wait_for_server_streams(std::uint32_t n) {
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    auto has = [&] {
+      const auto ids = server.sessions();
+      if (ids.empty()) return false;
+      const auto c = server.counters(ids.front());
+      return c && c->streams >= n;
+    };
+    while (std::chrono::steady_clock::now() < until && !has()) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
   std::pair<StreamRef, StreamRef> stream(std::uint16_t port = 80) {
     auto c = client.open(session, port);
     EXPECT_TRUE(c.has_value());
@@ -292,13 +305,7 @@ TEST(StreamEndpoint, TheAcceptDescriptorGoesQuietOnceTheLastWaitingStreamIsTaken
   EXPECT_EQ(::poll(&p, 1, 50), 0) << "nobody opened yet";
   ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
   ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
-  // Both OPENs have arrived once the server's session has both streams.
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < until &&
-         (lab.server.sessions().empty() ||
-          lab.server.counters(lab.server.sessions().front())->streams < 2)) {
-    std::this_thread::sleep_for(5ms);
-  }
+  lab.wait_for_server_streams(2);  // both OPENs have arrived
   EXPECT_EQ(::poll(&p, 1, 0), 1);
   ASSERT_TRUE(lab.server.accept(80, 5s).has_value());
   p.revents = 0;
@@ -311,12 +318,7 @@ TEST(StreamEndpoint, TheAcceptDescriptorGoesQuietOnceTheLastWaitingStreamIsTaken
 TEST(StreamEndpoint, AnAcceptDescriptorAskedForLateIsReadableForTheStreamsAlreadyWaiting) {
   Lab lab;  // the server listens on 80; nobody has asked for its accept descriptor
   ASSERT_TRUE(lab.client.open(lab.session, 80).has_value());
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < until &&
-         (lab.server.sessions().empty() ||
-          lab.server.counters(lab.server.sessions().front())->streams < 1)) {
-    std::this_thread::sleep_for(5ms);
-  }
+  lab.wait_for_server_streams(1);
   pollfd p{lab.server.accept_fd(80), POLLIN, 0};
   ASSERT_GE(p.fd, 0);
   EXPECT_EQ(lab.server.accept_fd(80), p.fd) << "one descriptor per port";
