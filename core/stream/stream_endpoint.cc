@@ -40,15 +40,12 @@ void set_event(int fd, bool on) {
   }
 }
 
-// Ends a receive sleeping on `fd`, once: `woken` says it was written and not read yet.
-void wake_once(int fd, bool& woken) {
-  if (woken) return;
-  woken = true;
-  set_event(fd, true);
-}
-// What wake_once wrote, read back.
-void take_wake(int fd, bool& woken) {
-  if (std::exchange(woken, false)) set_event(fd, false);
+// An eventfd kept set (readable) or not, `on` saying which: written or read only when that
+// changes, so its counter is never above 1. A receiver's wake and an accept descriptor.
+void set_level(int fd, bool& on, bool want) {
+  if (fd < 0 || on == want) return;
+  on = want;
+  set_event(fd, want);
 }
 
 }  // namespace
@@ -262,7 +259,7 @@ void StreamEndpoint::process(Session& s) {
   // The receiving waiter sleeps in the kernel on the connection: woken when its news came
   // from another thread (one processing the session's messages for it, an application
   // call); what it processes itself it looks at when its receive returns.
-  if (s.receiving && receiving_here != &s) wake_once(s.wake.get(), s.woken);
+  if (s.receiving && receiving_here != &s) set_level(s.wake.get(), s.woken, true);
 }
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
@@ -270,7 +267,7 @@ void StreamEndpoint::note_incoming(std::uint16_t port) {
   ++incoming_gen_[port];
   // Not when the accept's own receive found it: it looks when the receive returns.
   if (accept_wake_ >= 0 && receiving_here != accept_session_) {
-    wake_once(accept_wake_, accept_woken_);
+    set_level(accept_wake_, accept_woken_, true);
   }
   if (auto it = listening_.find(port); it != listening_.end()) it->second.set(true);
   incoming_cv_.notify_all();
@@ -411,7 +408,7 @@ Expected<StreamRef, StreamErrc> StreamEndpoint::accept(std::uint16_t port, Milli
           std::lock_guard map_lock(sessions_mu_);
           accept_wake_ = -1;
           accept_session_ = nullptr;
-          take_wake(only->wake.get(), accept_woken_);
+          set_level(only->wake.get(), accept_woken_, false);
         }
         if (received) continue;
       }
@@ -468,7 +465,7 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
   receiving_here = nullptr;
   lock.lock();
   s.receiving = false;
-  take_wake(s.wake.get(), s.woken);
+  set_level(s.wake.get(), s.woken, false);
   if (s.waiters > 0) s.cv.notify_all();  // one of them receives next
   return received;
 }
@@ -534,9 +531,7 @@ int StreamEndpoint::fd(StreamRef ref) {
 }
 
 void StreamEndpoint::AcceptEvent::set(bool want) {
-  if (fd < 0 || on == want) return;
-  on = want;
-  set_event(fd, want);
+  set_level(fd, on, want);
 }
 
 int StreamEndpoint::accept_fd(std::uint16_t port) {
@@ -606,7 +601,7 @@ void StreamEndpoint::close() {
     if (auto s = find(id)) {
       std::lock_guard lock(s->mu);
       s->stop_receiving = true;
-      if (s->receiving) wake_once(s->wake.get(), s->woken);
+      if (s->receiving) set_level(s->wake.get(), s->woken, true);
     }
   }
   if (accept_thread_.joinable()) accept_thread_.join();
