@@ -88,25 +88,22 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
         ++i;
         continue;
       }
+      write_refused = false;
+      if (!is_post(a)) {
+        carry_out_one(a, sink, refused, unhandled);
+        ++i;
+        continue;
+      }
       // Posts in a row go to the provider together: a Write and the message that announces
       // it, or the messages a burst made, leave in one sendmsg on tcp (Connection::post_sends).
       std::size_t end = i;
       while (end < batch.size() && is_post(batch[end])) ++end;
-      if (end - i >= 2 && conn) {
-        const std::size_t before = refused.size();
-        const std::size_t posted = post_run(std::span(batch).subspan(i, end - i), refused);
-        i += posted;
-        write_refused = false;
-        if (refused.size() > before) {
-          write_refused = batch[i].type == ChannelAction::Type::kPostWrite;
-          ++i;
-        }
-        continue;
-      }
       const std::size_t before = refused.size();
-      carry_out_one(a, sink, refused, unhandled);
-      write_refused = a.type == ChannelAction::Type::kPostWrite && refused.size() > before;
-      ++i;
+      i += post_run(std::span(batch).subspan(i, end - i), refused);
+      if (refused.size() > before) {
+        write_refused = batch[i].type == ChannelAction::Type::kPostWrite;
+        ++i;
+      }
     }
     lock.lock();
     for (auto& [a, why] : refused) channel.on_post_refused(a, why);
@@ -137,6 +134,10 @@ rdmap::SendWr PeerLink::send_wr(const ChannelAction& a) const {
 }
 
 std::size_t PeerLink::post_run(std::span<const ChannelAction> run, Refusals& refused) {
+  if (!conn) {
+    refused.emplace_back(run.front(), rdmap::post_error_name(rdmap::PostError::kNotConnected));
+    return 0;
+  }
   wrs_.clear();
   for (const ChannelAction& a : run) wrs_.push_back(send_wr(a));
   const auto r = conn->post_sends(wrs_);
@@ -153,11 +154,8 @@ void PeerLink::carry_out_one(const ChannelAction& a, HandlerSink& sink, Refusals
                              std::vector<std::uint32_t>& unhandled) {
   switch (a.type) {
     case ChannelAction::Type::kPostSend:
-    case ChannelAction::Type::kPostWrite: {
-      const auto err = conn ? conn->post_send(send_wr(a)) : rdmap::PostError::kNotConnected;
-      if (err) refused.emplace_back(a, rdmap::post_error_name(*err));
-      return;
-    }
+    case ChannelAction::Type::kPostWrite:
+      return;  // carry_out posts them, in runs (post_run)
     case ChannelAction::Type::kPostRecv: {
       const rdmap::RecvWr wr{
           make_wr_id(id, false, a.index),

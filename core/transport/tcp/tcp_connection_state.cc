@@ -133,17 +133,7 @@ std::optional<std::uint64_t> TcpConnectionState::tagged_offset(std::uint32_t sta
 }
 
 std::optional<rdmap::PostError> TcpConnectionState::post_send(const rdmap::SendWr& wr) {
-  Guard guard(*this);
-  if (phase_ != Phase::kOpen || local_close_ || released_) return rdmap::PostError::kNotConnected;
-  const auto error = endpoint_.post_send(wr);
-  // Sent here, on the caller's thread (siw: "send directly if SQ processing is not in
-  // progress"); what the socket does not take, EPOLLOUT lets the event thread finish.
-  if (!error) {
-    act_on_endpoint();
-  } else {
-    drain_completions();
-  }
-  return error;
+  return post_sends(std::span(&wr, 1)).error;
 }
 
 Connection::PostBatch TcpConnectionState::post_sends(std::span<const rdmap::SendWr> wrs) {
@@ -158,7 +148,9 @@ Connection::PostBatch TcpConnectionState::post_sends(std::span<const rdmap::Send
     if (r.error) break;
     ++r.posted;
   }
-  // One transmit for the batch: its FPDUs leave in as few sendmsgs as kBatchOctets allows.
+  // Sent here, on the caller's thread (siw: "send directly if SQ processing is not in
+  // progress"), one transmit for the batch: its FPDUs leave in as few sendmsgs as
+  // kBatchOctets allows; what the socket does not take, EPOLLOUT lets the event thread finish.
   if (r.posted > 0) {
     act_on_endpoint();
   } else {
