@@ -1,4 +1,4 @@
-// provider.h - the verbs-like API every provider offers (tcp today; verbs and sim later).
+// provider.h - the verbs-like API every provider offers (tcp and verbs; the simulator is not one).
 //
 // A test or tool opens a provider by URI scheme, then listens or connects with an MPA
 // policy; a connection is a queue pair whose work requests complete into a completion queue
