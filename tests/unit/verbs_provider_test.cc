@@ -284,6 +284,50 @@ TEST_F(VerbsLoopback, SendWriteReadWithVerifiedBytes) {
   EXPECT_EQ(back, local);
 }
 
+// post_sends chains its batch into one ibv_post_send: a Write and the Send that announces it
+// both complete, in order, and the Send's receiver finds the Write placed.
+TEST_F(VerbsLoopback, AChainedWriteAndItsSendCompleteInOrderAndThePlacementIsSeen) {
+  std::vector<std::uint8_t> inbox(64, 0);
+  QpCaps server_caps;
+  server_caps.initial_recvs.push_back({7, inbox.data(), static_cast<std::uint32_t>(inbox.size())});
+  connect_pair(server_caps);
+
+  std::vector<std::uint8_t> region(65536, 0);
+  const auto rkey = server_conn_->register_memory(region.data(), region.size(),
+                                                  rdmap::kLocalWrite | rdmap::kRemoteWrite);
+  ASSERT_NE(rkey, 0u);
+  std::vector<std::uint8_t> local(65536);
+  for (std::size_t i = 0; i < local.size(); ++i) local[i] = static_cast<std::uint8_t>(i * 13);
+  const auto lkey = client_conn_->register_memory(local.data(), local.size(), rdmap::kLocalWrite);
+  std::vector<std::uint8_t> note(40, 0x4e);
+  const auto note_key = client_conn_->register_memory(note.data(), note.size(), 0);
+  const auto at = [](const std::vector<std::uint8_t>& v) {
+    return reinterpret_cast<std::uint64_t>(v.data());
+  };
+  rdmap::SendWr write{.wr_id = 1,
+                      .opcode = rdmap::WrOpcode::kRdmaWrite,
+                      .sge = {at(local), 65536, lkey},
+                      .remote_stag = rkey,
+                      .remote_addr = at(region)};
+  const std::vector<rdmap::SendWr> pair{
+      write, {.wr_id = 2, .opcode = rdmap::WrOpcode::kSend, .sge = {at(note), 40, note_key}}};
+  const auto r = client_conn_->post_sends(pair);
+  EXPECT_EQ(r.posted, 2u);
+  EXPECT_FALSE(r.error);
+  for (std::uint64_t id : {1u, 2u}) {
+    auto wc = wait(*client_conn_);
+    ASSERT_TRUE(wc.has_value());
+    EXPECT_EQ(wc->wr_id, id);
+    EXPECT_EQ(wc->status, WcStatus::kSuccess) << client_conn_->error_detail();
+  }
+  auto received = wait(*server_conn_);
+  ASSERT_TRUE(received.has_value());
+  EXPECT_EQ(received->wr_id, 7u);
+  EXPECT_EQ(received->byte_len, 40u);
+  EXPECT_EQ(region, local) << "the Write is placed when the Send after it is delivered";
+  EXPECT_EQ(client_conn_->state(), ConnectionState::kConnected);
+}
+
 TEST_F(VerbsLoopback, ReadWithABadRkeyIsARemoteAccessError) {
   connect_pair();
   std::vector<std::uint8_t> region(4096, 0);

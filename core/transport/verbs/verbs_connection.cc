@@ -346,34 +346,57 @@ std::uint32_t VerbsConnectionState::lkey_for(std::uint32_t stag) const {
 }
 
 std::optional<rdmap::PostError> VerbsConnectionState::post_send(const rdmap::SendWr& wr) {
+  return post_sends(std::span(&wr, 1)).error;
+}
+
+Connection::PostBatch VerbsConnectionState::post_sends(std::span<const rdmap::SendWr> wrs) {
   std::lock_guard lock(mu_);
+  Connection::PostBatch r;
+  if (wrs.empty()) return r;
   if (released_ || app_closed_ || phase_ != Phase::kEstablished) {
-    return rdmap::PostError::kNotConnected;
+    r.error = rdmap::PostError::kNotConnected;
+    return r;
   }
-  const bool read = wr.opcode == rdmap::WrOpcode::kRdmaRead;
-  ibv_sge sge{wr.sge.addr, wr.sge.length, lkey_for(wr.sge.lkey)};
-  ibv_send_wr w{};
-  const std::uint64_t seq = next_seq_++;
-  w.wr_id = seq;
-  // A zero-length Send or Write names no buffer. A Read keeps its one element even at
-  // length 0: some providers (siw) take a Read with exactly one.
-  w.sg_list = &sge;
-  w.num_sge = (wr.sge.length > 0 || read) ? 1 : 0;
-  const IbvSendKind kind = ibv_send_kind(wr.opcode);
-  w.opcode = static_cast<ibv_wr_opcode>(kind.opcode);
-  w.send_flags = kind.flags | (wr.signaled ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u);
-  if (wr.opcode == rdmap::WrOpcode::kRdmaWrite || read) {
-    w.wr.rdma.remote_addr = wr.remote_addr;
-    w.wr.rdma.rkey = wr.remote_stag;
+  // The posting thread's, reused: a batch is a handful of requests, posted under mu_.
+  thread_local std::vector<ibv_sge> sges;
+  thread_local std::vector<ibv_send_wr> chain;
+  sges.resize(wrs.size());
+  chain.assign(wrs.size(), ibv_send_wr{});
+  for (std::size_t i = 0; i < wrs.size(); ++i) {
+    const rdmap::SendWr& wr = wrs[i];
+    ibv_send_wr& w = chain[i];
+    const bool read = wr.opcode == rdmap::WrOpcode::kRdmaRead;
+    sges[i] = ibv_sge{wr.sge.addr, wr.sge.length, lkey_for(wr.sge.lkey)};
+    const std::uint64_t seq = next_seq_++;
+    w.wr_id = seq;
+    // A zero-length Send or Write names no buffer. A Read keeps its one element even at
+    // length 0: some providers (siw) take a Read with exactly one.
+    w.sg_list = &sges[i];
+    w.num_sge = (wr.sge.length > 0 || read) ? 1 : 0;
+    const IbvSendKind kind = ibv_send_kind(wr.opcode);
+    w.opcode = static_cast<ibv_wr_opcode>(kind.opcode);
+    w.send_flags = kind.flags | (wr.signaled ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u);
+    if (wr.opcode == rdmap::WrOpcode::kRdmaWrite || read) {
+      w.wr.rdma.remote_addr = wr.remote_addr;
+      w.wr.rdma.rkey = wr.remote_stag;
+    }
+    if (kind.opcode == IBV_WR_SEND_WITH_INV) w.invalidate_rkey = wr.invalidate_stag;
+    w.next = i + 1 < wrs.size() ? &chain[i + 1] : nullptr;
+    sq_.push_back({seq, wr.wr_id, wc_opcode_of(wr.opcode), wr.sge.length});
   }
-  if (kind.opcode == IBV_WR_SEND_WITH_INV) w.invalidate_rkey = wr.invalidate_stag;
-  sq_.push_back({seq, wr.wr_id, wc_opcode_of(wr.opcode), wr.sge.length});
+  // One call for the chain: a device rings its doorbell once for the batch. ibv_post_send's
+  // contract on failure: the requests before *bad were posted, it and those after were not.
   ibv_send_wr* bad = nullptr;
-  if (const int rc = ibv_post_send(qp_->qp(), &w, &bad); rc != 0) {
-    sq_.pop_back();
-    return post_error_from(rc);
+  const int rc = ibv_post_send(qp_->qp(), chain.data(), &bad);
+  if (rc == 0) {
+    r.posted = wrs.size();
+    return r;
   }
-  return std::nullopt;
+  const bool bad_in_chain = bad >= chain.data() && bad < chain.data() + chain.size();
+  r.posted = bad_in_chain ? static_cast<std::size_t>(bad - chain.data()) : 0;
+  sq_.erase(sq_.end() - static_cast<std::ptrdiff_t>(wrs.size() - r.posted), sq_.end());
+  r.error = post_error_from(rc);
+  return r;
 }
 
 std::optional<rdmap::PostError> VerbsConnectionState::post_recv(const rdmap::RecvWr& wr) {

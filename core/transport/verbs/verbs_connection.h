@@ -10,7 +10,8 @@
 // overflow Reject: failure backlog_full, not peer_rejected.
 //
 // Data path. post_send / post_recv go straight to ibv_post_send / ibv_post_recv from the
-// caller's thread (under the state's mutex). The device CQ (one per queue pair) is reaped
+// caller's thread (under the state's mutex); post_sends chains its batch into one
+// ibv_post_send (one doorbell). The device CQ (one per queue pair) is reaped
 // into the connection's CompletionQueue (QpCaps::cq, possibly shared with other
 // connections, tcp ones too, or one of its own) by poll_completions() on the caller's
 // thread first, and by the event thread when the completion channel fires (what wakes a
@@ -63,6 +64,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -126,7 +128,9 @@ class VerbsConnectionState : public runtime::IoHandler,
   const ConnectionInfo& info() const { return info_; }  // set before the state is handed out
   std::uint32_t register_memory(void* addr, std::size_t length, std::uint32_t access);
   bool deregister_memory(std::uint32_t stag);
-  std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);
+  std::optional<rdmap::PostError> post_send(const rdmap::SendWr& wr);  // a batch of one
+  // Connection::post_sends: the requests chained into one ibv_post_send.
+  Connection::PostBatch post_sends(std::span<const rdmap::SendWr> wrs);
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
   ConnectionState state() const;
