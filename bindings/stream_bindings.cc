@@ -92,8 +92,9 @@ py::bytes recv(Socket& s, std::size_t size, bool urgent, bool peek, long long ti
 std::size_t recv_into(Socket& s, const py::buffer& buffer, std::size_t size, bool urgent, bool peek,
                       long long timeout_ms) {
   py::buffer_info info = buffer.request(true);
-  if (info.ndim != 1 || info.itemsize != 1) {
-    throw py::value_error("recv_into needs a flat writable buffer of octets");
+  // Written as one run of octets: a strided view (memoryview(b)[::2]) would be written past.
+  if (info.ndim != 1 || info.itemsize != 1 || info.strides.size() != 1 || info.strides[0] != 1) {
+    throw py::buffer_error("recv_into needs a contiguous writable buffer of octets");
   }
   const auto room = static_cast<std::size_t>(info.size);
   if (size == 0 || size > room) size = room;

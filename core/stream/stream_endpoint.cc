@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <deque>
 #include <unordered_map>
 #include <utility>
@@ -110,7 +111,9 @@ struct StreamEndpoint::Session : RegionSource {
   std::deque<SessionOutput> outbox;  // refused by the channel, in order
   std::unordered_map<StreamId, Fd> fds;
   std::vector<SessionOutput> scratch;
-  bool ended = false;
+  // Set once, under `mu`; read without it by sessions() and reap_ended().
+  std::atomic<bool> ended = false;
+  bool reaped = false;  // its connection closed by reap_ended() (under sessions_mu_)
   // One of the threads blocking() makes wait receives on the session's connection itself
   // (MessageEndpoint::receive), so what it waits for costs no hand-off from the event
   // thread; the others wait on `cv`. `wake` (made on the first receive) ends that receive
@@ -163,14 +166,17 @@ void StreamEndpoint::accept_loop() {
       std::lock_guard lock(sessions_mu_);
       if (closing_) return;
     }
+    reap_ended();
     auto pending = listener_->next_request(transport::Millis(200));
     if (!pending) continue;
+    reap_ended();  // a session that ended meanwhile frees its place before this one takes it
     auto id = channel_.accept(*pending, pending->peer_address());
     if (id) add_session(*id, Side::kAcceptor);
   }
 }
 
 Expected<SessionId, std::string> StreamEndpoint::connect(const transport::ProviderUri& where) {
+  reap_ended();
   transport::ConnectOptions options;
   options.timeout = transport::Millis(config_.setup_timeout.count());
   auto id = channel_.connect(*provider_, where, options, where.to_string());
@@ -324,6 +330,24 @@ void StreamEndpoint::listen(std::uint16_t port) {
       process(*s);
     }
   }
+}
+
+void StreamEndpoint::stop_listening(std::uint16_t port) {
+  {
+    std::lock_guard lock(sessions_mu_);
+    auto it = listening_.find(port);
+    if (it == listening_.end()) return;
+    if (it->second.fd >= 0) ::close(it->second.fd);
+    listening_.erase(it);
+  }
+  for (SessionId id : sessions()) {
+    if (auto s = find(id)) {
+      std::lock_guard lock(s->mu);
+      s->engine.stop_listening(port);
+      process(*s);
+    }
+  }
+  incoming_cv_.notify_all();
 }
 
 Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port,
@@ -563,8 +587,37 @@ void StreamEndpoint::note_if_waiting(std::uint16_t port) {
 std::vector<SessionId> StreamEndpoint::sessions() const {
   std::lock_guard lock(sessions_mu_);
   std::vector<SessionId> out;
-  for (const auto& [id, s] : sessions_) out.push_back(id);
+  for (const auto& [id, s] : sessions_) {
+    if (!s->ended) out.push_back(id);
+  }
   return out;
+}
+
+void StreamEndpoint::reap_ended() {
+  std::vector<std::shared_ptr<Session>> ended;
+  {
+    std::lock_guard lock(sessions_mu_);
+    for (const auto& [id, s] : sessions_) {
+      if (s->ended) ended.push_back(s);
+    }
+  }
+  std::vector<SessionId> gone;
+  for (const auto& s : ended) {
+    bool close_peer = false;
+    {
+      std::lock_guard lock(sessions_mu_);
+      close_peer = !std::exchange(s->reaped, true);
+    }
+    // Its place among the channel's peers (max_sessions) is free again; the connection is
+    // over already, so the close does not wait for anything but the provider's thread.
+    if (close_peer) channel_.close_peer(s->id, transport::Millis(100));
+    std::lock_guard lock(s->mu);
+    // Kept while the application holds a stream of it: those answer kSessionFailed, as a
+    // socket whose connection broke does, until closed.
+    if (s->engine.stream_count() == 0) gone.push_back(s->id);
+  }
+  std::lock_guard lock(sessions_mu_);
+  for (SessionId id : gone) sessions_.erase(id);
 }
 
 std::optional<SessionCounters> StreamEndpoint::counters(SessionId id) const {
@@ -597,12 +650,15 @@ void StreamEndpoint::close() {
   incoming_cv_.notify_all();
   // Receiving waiters leave their receive now, and wait on `cv` from here on: the channel's
   // close waits for receives.
-  for (SessionId id : sessions()) {
-    if (auto s = find(id)) {
-      std::lock_guard lock(s->mu);
-      s->stop_receiving = true;
-      if (s->receiving) set_level(s->wake.get(), s->woken, true);
-    }
+  std::vector<std::shared_ptr<Session>> all;  // the ended ones too: a waiter may be on one
+  {
+    std::lock_guard lock(sessions_mu_);
+    for (const auto& [id, s] : sessions_) all.push_back(s);
+  }
+  for (const auto& s : all) {
+    std::lock_guard lock(s->mu);
+    s->stop_receiving = true;
+    if (s->receiving) set_level(s->wake.get(), s->woken, true);
   }
   if (accept_thread_.joinable()) accept_thread_.join();
   if (listener_) listener_->close();

@@ -94,6 +94,10 @@ class StreamEndpoint {
 
   // Streams opened to `port` (on any session, now or later) wait for accept().
   void listen(std::uint16_t port);
+  // Opens to `port` are refused from now on (over every session, as a closed TCP listener
+  // refuses connects), the streams waiting for accept() on it are reset, and its accept
+  // descriptor is closed.
+  void stop_listening(std::uint16_t port);
   // `first`: octets sent with the OPEN, in its message (StreamSession::open).
   Expected<StreamRef, StreamErrc> open(SessionId session, std::uint16_t port,
                                        std::span<const std::uint8_t> first = {});
@@ -115,6 +119,10 @@ class StreamEndpoint {
   // nobody polls costs no descriptor and no syscall per stream accepted. -1: not listening.
   int accept_fd(std::uint16_t port);
 
+  // The sessions not ended. One that ended (its connection closed or failed) is left out at
+  // once, so a new connect() makes a new one; its place among max_sessions is freed by the
+  // next connect() or, serving, within the accept loop's 200 ms, and it is forgotten once
+  // the application closed its last stream (until then they answer kSessionFailed).
   std::vector<SessionId> sessions() const;
   std::optional<SessionCounters> counters(SessionId session) const;
   // The octets one stream costs in memory now: the engine's (StreamSession::stream_bytes:
@@ -138,6 +146,9 @@ class StreamEndpoint {
   // session's lock, then sessions_mu_: never called under either.
   void note_if_waiting(std::uint16_t port);
   void accept_loop();
+  // Closes the channel's peer of each ended session (once) and forgets the ended sessions
+  // with no stream left. Not from a handler (close_peer waits for the provider's thread).
+  void reap_ended();
   // Runs `call` until it does not say kWouldBlock or `timeout` passed (0: once).
   template <class Call>
   auto blocking(StreamRef ref, Millis timeout, Call call) -> Expected<std::size_t, StreamErrc>;

@@ -337,6 +337,7 @@ Expected<std::size_t, StreamErrc> StreamSession::recv(StreamId id, std::span<std
     }
     return std::size_t{1};
   }
+  if (out.empty()) return std::size_t{0};  // as TCP's recv of 0 octets: at once
   if (s->segments.empty()) {
     if (s->error) return unexpected(*s->error);
     if (s->fin_received) return std::size_t{0};
@@ -411,6 +412,8 @@ void StreamSession::close(StreamId id, bool abort) {
     pump();
     return;
   }
+  // All read: the last WINDOW, so the peer's Writes still waiting for one are released.
+  send_window(*s, true);
   s->detached = true;
   s->shut_wr = true;
   if (!s->in_send_order) {
@@ -703,9 +706,11 @@ bool StreamSession::pump_stream(Stream& s) {
 }
 
 // Tells the peer how far the reader is, once a quarter of the window was read (or at once,
-// `force`): often enough that a writer never waits on a reader that is reading.
+// `force`): often enough that a writer never waits on a reader that is reading. Also after
+// the peer's end of stream: its RDMA Writes are done with only when we say they were read
+// (its send ring and its state wait for that).
 void StreamSession::send_window(Stream& s, bool force) {
-  if (s.error || s.fin_received) return;
+  if (s.error) return;
   const std::uint64_t owed = s.consumed - s.consumed_told;
   if (owed == 0 || (!force && owed < s.window / 4)) return;
   Frame f;

@@ -335,6 +335,8 @@ void StreamListener::close() {
     state_->stopping = true;
   }
   if (state_->thread.joinable()) state_->thread.join();
+  // Streams over sessions already up are refused from now on, as TCP connects are.
+  ep_->stop_listening(port_);
   state_->listen_fd.reset();
   ::close(state_->event);
   state_->ready.clear();
@@ -509,9 +511,14 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
       std::optional<SessionId> sid;
       {
         std::lock_guard lock(mu_);
+        // The server id is the answer's word, not proof: a session is reused only to the
+        // same session URI, so an ANSWER naming another server's id cannot draw that
+        // server's later streams to its own endpoint.
         if (auto it = by_endpoint_.find(d.answer->server_id); it != by_endpoint_.end()) {
+          const auto uri = session_uri_.find(it->second);
           const auto sessions = ep_->sessions();
-          if (std::find(sessions.begin(), sessions.end(), it->second) != sessions.end()) {
+          if (uri != session_uri_.end() && uri->second == d.answer->uri &&
+              std::find(sessions.begin(), sessions.end(), it->second) != sessions.end()) {
             sid = it->second;
           }
         }

@@ -131,6 +131,32 @@ def test_errors_are_the_oserror_subclasses_socket_raises(listener: StreamSocket)
     thread.join(10)
 
 
+def test_recv_into_takes_only_a_contiguous_buffer(listener: StreamSocket) -> None:
+    """The extension writes one run of octets: a strided view is refused, not written past
+    (StreamSocket's own cast refuses one first, as socket.socket does)."""
+    results: list[object] = []
+    thread = echo_once(listener, results)
+    with StreamSocket() as sock:
+        sock.connect(listener.getsockname())
+        assert sock.upgraded
+        sock.sendall(b"abcdefgh")
+        core = sock._check_connected()  # the _core.Socket under it
+        guard = bytearray(b"\xee" * 32)
+        with pytest.raises(BufferError):
+            core.recv_into(memoryview(guard)[8:18][::-1], timeout_ms=5000)
+        with pytest.raises(BufferError):
+            core.recv_into(memoryview(guard)[::2], timeout_ms=5000)
+        assert guard == bytearray(b"\xee" * 32)
+        with pytest.raises(TypeError):
+            sock.recv_into(memoryview(guard)[::2])
+        got = bytearray(8)
+        n = 0
+        while n < len(got):
+            n += core.recv_into(memoryview(got)[n:], timeout_ms=5000)
+        assert got == b"ABCDEFGH"
+    thread.join(10)
+
+
 def test_makefile_and_selectors_see_an_upgraded_stream(listener: StreamSocket) -> None:
     results: list[object] = []
     thread = echo_once(listener, results)

@@ -342,6 +342,85 @@ TEST(StreamEndpoint, OpeningToAClosedPortIsRefused) {
   EXPECT_EQ(r.error(), StreamErrc::kRefused);
 }
 
+// A port that stops listening refuses what comes after, over the session already up (a
+// closed TCP listener refuses connects), and resets what waited for accept().
+TEST(StreamEndpoint, APortThatStopsListeningRefusesLaterOpensAndResetsTheWaiting) {
+  Lab lab;
+  auto waiting = lab.client.open(lab.session, 80, pattern(10, 42));
+  ASSERT_TRUE(waiting.has_value());
+  lab.wait_for_server_streams(1);
+  ASSERT_GE(lab.server.accept_fd(80), 0);
+  lab.server.stop_listening(80);
+  EXPECT_EQ(lab.server.accept_fd(80), -1) << "its accept descriptor is gone";
+  std::uint8_t buf[16];
+  auto r = lab.client.recv(*waiting, buf, {.timeout = 5s});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), StreamErrc::kReset) << "the stream that waited for accept()";
+  auto later = lab.client.open(lab.session, 80, pattern(10, 43));
+  ASSERT_TRUE(later.has_value());
+  r = lab.client.recv(*later, buf, {.timeout = 5s});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), StreamErrc::kRefused);
+  EXPECT_FALSE(lab.server.accept(80, 0ms).has_value());
+  auto other = lab.client.open(lab.session, 81);
+  ASSERT_TRUE(other.has_value()) << "port 81 still listens";
+  EXPECT_TRUE(lab.server.accept(81, 5000ms).has_value());
+}
+
+// A session whose connection ended gives its place back: a server of max_sessions 2 takes a
+// third and a fourth client after the first two went away, and a client whose server
+// restarted makes a new session on its next connect instead of failing on the old one.
+TEST(StreamEndpoint, AnEndedSessionFreesItsPlaceAndIsNotReused) {
+  StreamEndpointConfig two;
+  two.max_sessions = 2;
+  StreamEndpoint server{tcp(), two};
+  auto where = server.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
+  ASSERT_TRUE(where.has_value()) << where.error();
+  server.listen(80);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE("client " + std::to_string(i));
+    {
+      StreamEndpoint client{tcp(), {}};
+      auto sid = client.connect(*where);
+      ASSERT_TRUE(sid.has_value()) << sid.error();
+      auto c = client.open(*sid, 80, pattern(10, 40));
+      ASSERT_TRUE(c.has_value());
+      auto a = server.accept(80, 5000ms);
+      ASSERT_TRUE(a.has_value()) << errc_name(a.error());
+      std::vector<std::uint8_t> buf(10);
+      EXPECT_EQ(*server.recv(*a, buf, {.timeout = 5000ms}), 10u);
+      server.close(*a);
+      client.close(*c);
+    }  // the client endpoint closes, and its session with it
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!server.sessions().empty() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(10ms);
+    }
+    EXPECT_TRUE(server.sessions().empty()) << "the ended session is still counted";
+  }
+
+  // The client's side: its server goes away and comes back on the same port.
+  StreamEndpoint client{tcp(), {}};
+  auto first = client.connect(*where);
+  ASSERT_TRUE(first.has_value()) << first.error();
+  server.close();
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!client.sessions().empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(client.sessions().empty()) << "a session whose server closed is offered for reuse";
+  StreamEndpoint again{tcp(), {}};
+  ASSERT_TRUE(again.serve(*where).has_value()) << "the port is free again";
+  again.listen(80);
+  auto second = client.connect(*where);
+  ASSERT_TRUE(second.has_value()) << second.error();
+  EXPECT_NE(*second, *first);
+  auto c = client.open(*second, 80, pattern(5, 41));
+  ASSERT_TRUE(c.has_value()) << errc_name(c.error());
+  auto a = again.accept(80, 5000ms);
+  ASSERT_TRUE(a.has_value()) << errc_name(a.error());
+}
+
 TEST(StreamEndpoint, APeerThatBreaksTheStreamProtocolGetsATerminate) {
   StreamEndpoint server{tcp(), {}};
   auto where = server.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));

@@ -227,6 +227,74 @@ TEST(StreamSession, HalfCloseEndsOneDirectionOnly) {
   EXPECT_EQ(p.b.stream_count(), 0u);
 }
 
+// A stream whose last octets went by RDMA Write still goes once both ends closed, whichever
+// closes first: the reader's last WINDOW (sent at its close, after the writer's end of
+// stream too) tells the writer its Writes were read, so its send ring and state are freed.
+TEST(StreamSession, AStreamThatEndedInWritesIsFreedWhicheverEndClosesFirst) {
+  for (const bool writer_first : {true, false}) {
+    SCOPED_TRACE(writer_first ? "the writer shuts down first" : "the reader closes first");
+    Pair p;
+    auto [ida, idb] = connect(p);
+    std::vector<std::uint8_t> buf(1 << 20);
+    auto read_all = [&](std::size_t n, bool to_end) {
+      std::vector<std::uint8_t> got;
+      for (int spins = 0; spins < 10000; ++spins) {
+        auto r = p.b.recv(idb, buf);
+        if (!r) {
+          EXPECT_EQ(r.error(), StreamErrc::kWouldBlock);
+          p.run();
+          continue;
+        }
+        got.insert(got.end(), buf.begin(), buf.begin() + *r);
+        p.run();
+        if (to_end ? *r == 0 : got.size() >= n) break;
+      }
+      return got;
+    };
+    // 300 KiB first: the reader's sink is known from then on, so what follows is Written.
+    const auto warm = pattern(300 * 1024, 31);
+    ASSERT_EQ(*p.a.send(ida, warm), warm.size());
+    p.run();
+    ASSERT_EQ(read_all(warm.size(), false), warm);
+    const auto writes_before = p.a.counters().writes;
+    const auto data = pattern(100 * 1024, 32);
+    ASSERT_EQ(*p.a.send(ida, data), data.size());
+    p.run();
+    ASSERT_GT(p.a.counters().writes, writes_before) << "the 100 KiB went by RDMA Write";
+    if (writer_first) {
+      ASSERT_TRUE(p.a.shutdown_write(ida).has_value());
+      p.run();
+      EXPECT_EQ(read_all(data.size(), true), data);
+      p.a.close(ida);
+      p.run();
+      p.b.close(idb);
+    } else {
+      EXPECT_EQ(read_all(data.size(), false), data);
+      p.b.close(idb);
+      p.run();
+      p.a.close(ida);
+    }
+    p.run();
+    EXPECT_EQ(p.a.stream_count(), 0u) << "the writer's stream was kept";
+    EXPECT_EQ(p.b.stream_count(), 0u);
+    EXPECT_EQ(p.regions_a.live(), 0u) << "the writer's send ring was kept";
+    EXPECT_EQ(p.a.counters().send_ring_bytes, 0u);
+    EXPECT_EQ(p.regions_b.live(), 0u);
+  }
+}
+
+// recv() into no room answers 0 at once, as TCP's does, data or not.
+TEST(StreamSession, ARecvOfNoOctetsAnswersAtOnce) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  EXPECT_EQ(*p.b.recv(idb, {}), 0u) << "nothing sent yet";
+  ASSERT_EQ(*p.a.send(ida, pattern(10, 33)), 10u);
+  p.run();
+  EXPECT_EQ(*p.b.recv(idb, {}), 0u);
+  std::vector<std::uint8_t> buf(10);
+  EXPECT_EQ(*p.b.recv(idb, buf), 10u) << "the zero-length recv took nothing";
+}
+
 TEST(StreamSession, AStalledReaderBlocksOnlyItsOwnStream) {
   Pair p;
   auto [stalled_a, stalled_b] = connect(p);

@@ -9,9 +9,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <thread>
+
+#include "core/transport/provider_registry.h"
+#include "core/transport/provider_uri.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -173,6 +177,91 @@ TEST(StreamSocket, ADecliningServerKeepsTheTcpConnection) {
   ASSERT_TRUE((*c)->send(bytes("over tcp"), {.timeout = 5s}));
   EXPECT_EQ(read_some(**s), "over tcp");
   EXPECT_EQ(client->counters().declined, 1u);
+}
+
+}  // namespace
+}  // namespace rdma_interop::stream
+
+namespace rdma_interop::stream {
+namespace {
+
+// An ANSWER is a server's word, not proof of who it is: one that names another server's id
+// (any client of that server learns it) with its own session URI does not draw that
+// server's later streams to itself. The client makes a session to the real server.
+TEST(StreamSocket, AnAnswerNamingAnotherServersIdDoesNotDrawItsStreams) {
+  auto real = node();
+  auto real_listener = real->listen("127.0.0.1", 0);
+  ASSERT_TRUE(real_listener.has_value()) << real_listener.error().detail;
+  const std::uint16_t port = (*real_listener)->port();
+  // The impostor: sessions served on an endpoint that listens on the real server's port
+  // number, and a TCP port that answers any OFFER with the real server's id and that URI.
+  StreamEndpoint impostor(transport::find_provider("tcp")->open(), {});
+  auto impostor_uri = impostor.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
+  ASSERT_TRUE(impostor_uri.has_value()) << impostor_uri.error();
+  impostor.listen(port);
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(lfd, 4), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread answerer([&] {
+    const int c = ::accept(lfd, nullptr, nullptr);
+    std::uint8_t buf[512];
+    const ssize_t n = ::recv(c, buf, sizeof buf, 0);
+    auto offer = decode_offer({buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0))});
+    if (offer) {
+      Answer answer;
+      answer.status = AnswerStatus::kUpgrade;
+      answer.server_id = real->id();
+      answer.nonce = offer->message.nonce;
+      answer.uri = impostor_uri->to_string();
+      const auto out = encode_answer(answer);
+      (void)!::write(c, out.data(), out.size());
+    }
+    ::close(c);
+  });
+  auto client = node();
+  auto visit = client->connect("127.0.0.1", ntohs(a.sin_port), 5s);
+  answerer.join();
+  ::close(lfd);
+  ASSERT_TRUE(visit.has_value()) << visit.error().detail;
+  EXPECT_EQ((*visit)->how(), "upgrade") << "the impostor's own stream is an upgrade";
+
+  auto c = client->connect("127.0.0.1", port, 5s);
+  ASSERT_TRUE(c.has_value()) << c.error().detail;
+  EXPECT_EQ((*c)->how(), "upgrade") << "a session to the real server, not the impostor's reused";
+  ASSERT_TRUE((*c)->send(bytes("secret"), {.timeout = 5s}));
+  auto s = (*real_listener)->accept(5s);
+  ASSERT_TRUE(s.has_value()) << s.error().detail;
+  EXPECT_EQ(read_some(**s), "secret");
+  EXPECT_FALSE(impostor.accept(port, 200ms).has_value()) << "the impostor got the stream";
+}
+
+// A closed listener refuses streams over sessions already up, as a closed TCP port refuses
+// connects: the reused stream is refused and nothing waits at the server.
+TEST(StreamSocket, AClosedListenerRefusesStreamsOverAReusedSession) {
+  auto server = node();
+  auto client = node();
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value()) << listener.error().detail;
+  const std::uint16_t port = (*listener)->port();
+  auto first = client->connect("127.0.0.1", port, 5s);
+  ASSERT_TRUE(first.has_value()) << first.error().detail;
+  ASSERT_TRUE((*listener)->accept(5s).has_value());
+  (*listener)->close();
+  auto second = client->connect("127.0.0.1", port, 5s);
+  ASSERT_TRUE(second.has_value()) << second.error().detail;
+  EXPECT_EQ((*second)->how(), "reuse");
+  std::uint8_t buf[8];
+  auto r = (*second)->recv(buf, {.timeout = 5s});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), ECONNREFUSED);
+  for (SessionId id : server->endpoint().sessions()) {
+    EXPECT_EQ(server->endpoint().counters(id)->streams, 1u) << "only the first stream is held";
+  }
 }
 
 }  // namespace
