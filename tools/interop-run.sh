@@ -11,8 +11,9 @@
 #                    matrix.html (one self-contained page: the matrix as a coloured grid,
 #                    each cell opening its evidence), the kernel's in DIR/kernel/, the
 #                    devices' in DIR/devices/ (default $RDMA_INTEROP_RESULTS or
-#                    ./interop-results). Checked before anything runs: it must be a
-#                    directory we can write, or one we can create.
+#                    interop-results/ in the repository; a relative DIR, as a relative
+#                    --lab FILE, is taken from where the script was run). Checked before
+#                    anything runs: it must be a directory we can write, or one we can create.
 #   --strict         FINDING cells (a peer that deviates from the standard or crashed) fail
 #                    the run too, and are failures in the JUnit files
 #   --build-dir DIR  CMake build directory (default $BUILD_DIR or build)
@@ -37,6 +38,7 @@
 # --strict, a cell is a FINDING; 2 on bad usage, an unusable --results included.
 set -uo pipefail
 
+caller=$(pwd)  # relative --lab and --results are the caller's, as any command's paths are
 cd "$(dirname "$0")/.."
 root=$(pwd)
 build=${BUILD_DIR:-build}
@@ -71,10 +73,11 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 if [[ -n "$lab_file" ]]; then
+  [[ "$lab_file" = /* ]] || lab_file=$caller/$lab_file
   [[ -f "$lab_file" ]] || { echo "interop-run: no such lab file: $lab_file" >&2; exit 2; }
   lab_file=$(cd "$(dirname "$lab_file")" && pwd)/$(basename "$lab_file")
 fi
-[[ "$results" = /* ]] || results=$root/$results
+[[ "$results" = /* ]] || results=$caller/$results
 
 # Refused before anything runs: a run that cannot save its reports is wasted.
 results_problem() {

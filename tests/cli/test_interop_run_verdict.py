@@ -44,6 +44,20 @@ def test_an_unusable_results_directory_is_refused_before_anything_runs(
     assert time.monotonic() - started < 10
 
 
+def test_relative_paths_are_the_callers(tmp_path: Path) -> None:
+    """A relative --lab or --results names a path where the script was run from, not in the
+    repository the script cds into."""
+    (tmp_path / "a-file").write_text("not a directory\n")
+    done = subprocess.run(["bash", str(SCRIPT), "--results", "a-file"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert f"cannot write reports to {tmp_path}/a-file: " in done.stderr, done.stderr
+    done = subprocess.run(["bash", str(SCRIPT), "--lab", "no-lab.yaml"], capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 2, done
+    assert f"no such lab file: {tmp_path}/no-lab.yaml" in done.stderr, done.stderr
+
+
 def test_pytest_refuses_an_unusable_results_directory_at_once(tmp_path: Path) -> None:
     """The interop suite itself, run by hand: a usage error before any case, not an
     INTERNALERROR after all of them."""

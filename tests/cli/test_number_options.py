@@ -33,6 +33,10 @@ CASES = [
                    "--peer", "b=tcp://127.0.0.1:7381"], "--rate", "number"),
     ("rdma-storm", ["tcp://127.0.0.1:9"], "--duration-limit", "number"),
     ("rdma-storm", ["tcp://127.0.0.1:9"], "--progress", "number"),
+    ("rdma-storm", ["tcp://127.0.0.1:9"], "--seed", "integer"),
+    ("rdma-probe", ["xrc"], "--simulate", "integer"),
+    ("rdma-mesh", ["node", "--name", "a", "--listen", "tcp://127.0.0.1:7380",
+                   "--peer", "b=tcp://127.0.0.1:7381"], "--size", "integer"),
     ("backlog-stat", [], "--watch", "optional"),
     ("backlog-stat", [], "--port", "integer"),
     ("verbs-check", ["--address", "127.0.0.1"], "--timeout", "number"),
@@ -53,3 +57,13 @@ def test_bad_numbers_are_refused_with_exit_2_and_a_sentence(tool: str, before: l
         # An empty value is CLI11's own "1 required ... missing"; every other, ours.
         assert ("missing" if bad == "" else f"'{bad}' is not a") in done.stderr, (bad, done.stderr)
         assert done.stdout == "", (bad, done.stdout)
+
+
+def test_a_mesh_payload_too_small_for_its_sequence_number_is_refused() -> None:
+    """--size must carry the sequence number gaps are checked with (at least 9, as its help
+    says): a smaller one ran with gap checking silently off."""
+    done = subprocess.run([str(tool_or_skip("rdma-mesh")), "node", "--name", "a", "--listen",
+                           "tcp://127.0.0.1:7380", "--peer", "b=tcp://127.0.0.1:7381",
+                           "--size", "8"], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 2, done
+    assert "--size" in done.stderr and "'8' is not a" in done.stderr, done.stderr

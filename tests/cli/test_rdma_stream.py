@@ -146,6 +146,12 @@ def test_a_connect_to_a_closed_port_is_unreachable() -> None:
         assert done.returncode == 3, done
         assert b"refused" in done.stderr.lower(), done.stderr
         assert done.stdout == b""
+    # With --json the document still comes, saying what failed, as every tool's does.
+    done = run("measure", f"127.0.0.1:{port}", "--json")
+    assert done.returncode == 3, done
+    doc = json.loads(done.stdout)
+    assert doc["schema"] == "rdma-interop/stream-measure/1", doc
+    assert "refused" in doc["error"].lower() and doc["octets"] == 0, doc
 
 
 def test_an_address_in_use_cannot_be_served(serve) -> None:

@@ -153,7 +153,7 @@ int main(int argc, char** argv) {
                    ("Payload octets of every message, at least 9 to carry the sequence "
                     "number that gaps are checked with (default 64)"))
       ->type_name("N")
-      ->check(tools::integer_in(1, 1 << 20));
+      ->check(tools::integer_in(9, 1 << 20));
   node->add_option("--rate", config.rate,
                    ("Messages per second to each peer; 0: as fast as credits allow "
                     "(default 2000)"))

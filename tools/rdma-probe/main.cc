@@ -371,7 +371,7 @@ EXAMPLES
   rdma-probe devices                         every device, one block each
   rdma-probe devices --device rxe0 --json    one device, as JSON
   rdma-probe devices --json | jq -r '.devices[] | select(.kind == "roce-v2")
-      | .name + " " + .ports[0].netdev.addresses[0].address'
+      | .name + " " + .ports[0].addresses[0]'
 )";
 
 void add_personality_options(CLI::App* cmd, PersonalityChoice& choice) {
@@ -654,7 +654,8 @@ int main(int argc, char** argv) {
   xrc_cmd
       ->add_option("--simulate", xrc.simulate_seed,
                    "Run the lifetime engine on a simulated node, seeded with SEED")
-      ->type_name("SEED");
+      ->type_name("SEED")
+      ->check(tools::integer_in(0, INT64_MAX));
   xrc_cmd->add_flag("--events", xrc.events,
                     "(--simulate) Also print every engine decision with its reason");
   xrc_cmd->add_flag("--trace", xrc.trace, "(--simulate) Also print every fabric step");

@@ -77,7 +77,7 @@ Durations take a unit: 500ms, 5s, 2m; a bare number keeps the option's unit (its
 which).
 
 JSON (--json): {"schema":"rdma-interop/storm/1","uri","mode","personality","planned",
-  "attempts","concurrency","retries","retry_mode","hold_ms","elapsed_s","hit_duration_limit",
+  "attempts","concurrency","retries","retry_mode","seed","hold_ms","elapsed_s","hit_duration_limit",
   "stopped_by_signal","outcomes":{each outcome above: n},"other":{"name":n},
   "gave_up_last":{"outcome":n},"tries","tries_exact","tries_by_outcome":{...},
   "threads":[{"index","attempts","connected","tries"}],"unreached","jain_index"|null,
@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
                  "Search DIR for personalities first; repeatable")
       ->type_name("DIR");
   app.add_option("--seed", config.seed, "Seed of the retry jitter (thread i: seed + i)")
-      ->type_name("N");
+      ->type_name("N")
+      ->check(tools::integer_in(0, INT64_MAX));
   app.add_flag("--raw-tcp", config.raw_tcp,
                "Baseline: plain TCP connects that wait for one byte ('A' accepted, 'R' "
                "rejected) instead of MPA");

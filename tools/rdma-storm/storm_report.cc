@@ -59,6 +59,7 @@ json report_json(const StormConfig& config, StormResult& result) {
       {"concurrency", config.concurrency},
       {"retries", config.retries},
       {"retry_mode", result.retry_mode},
+      {"seed", config.seed},
       {"hold_ms", config.hold.count()},
       {"elapsed_s", round3(result.elapsed_s)},
       {"hit_duration_limit", result.hit_duration_limit},

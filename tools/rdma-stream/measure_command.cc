@@ -176,6 +176,20 @@ int run_measure(const MeasureOptions& o, const std::atomic<bool>& stop) {
   auto first = (*node)->connect(o.address.host, o.address.port, timeout(o.common));
   if (!first) {
     std::fprintf(stderr, "rdma-stream: %s\n", first.error().detail.c_str());
+    if (o.common.json) {
+      // The document still comes, with what failed in "error", as the other tools' do.
+      const nlohmann::json doc = {{"schema", "rdma-interop/stream-measure/1"},
+                                  {"mode", measure_mode_name(o.mode)},
+                                  {"address", o.address.text()},
+                                  {"how", nullptr},
+                                  {"transport", nullptr},
+                                  {"streams", o.streams},
+                                  {"seconds", 0},
+                                  {"stopped_by_signal", false},
+                                  {"error", first.error().detail},
+                                  {"octets", 0}};
+      std::cout << json_text(doc) << std::endl;
+    }
     return connect_exit_status(first.error().code);
   }
   const bool upgraded = (*first)->upgraded();

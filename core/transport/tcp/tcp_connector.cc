@@ -22,10 +22,13 @@ SetupResult failed(ConnectError::Kind kind, std::string detail, int tcp_errno = 
   return SetupResult{nullptr, std::move(e), false};
 }
 
+// TCP connected, and MPA setup did not finish in time: the peer took the connection and then
+// kept us waiting (no Reply, or no RTR), which is not what an unreachable peer does.
 SetupResult timed_out(const sockaddr_in& peer, const ConnectOptions& options) {
-  return failed(ConnectError::Kind::kTimeout, "no connection to " + runtime::format_address(peer) +
-                                                  " within " +
-                                                  std::to_string(options.timeout.count()) + " ms");
+  return failed(ConnectError::Kind::kTimeout,
+                "TCP connected to " + runtime::format_address(peer) +
+                    ", but MPA setup did not finish within " +
+                    std::to_string(options.timeout.count()) + " ms");
 }
 
 // The TCP connect itself got no answer (no SYN-ACK: a blackholed port, a full accept queue):
