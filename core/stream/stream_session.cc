@@ -42,6 +42,9 @@ struct StreamSession::Ring {
 
 namespace {
 
+// The most octets DATA frames join into one copied segment (on_data).
+constexpr std::size_t kJoinedSegment = 64 * 1024;
+
 // Octets received for a stream and not read yet: copied ones, or a stretch of the sink.
 struct Segment {
   std::vector<std::uint8_t> bytes;  // empty for a sink stretch
@@ -935,9 +938,18 @@ bool StreamSession::on_data(Stream& s, const Frame& f) {
     return true;
   }
   if (!f.data.empty()) {
-    Segment seg;
-    seg.bytes.assign(f.data.begin(), f.data.end());
-    s.segments.push_back(std::move(seg));
+    // Small DATA joins the copied segment before it: a segment costs ~40 octets of its own,
+    // and a writer of 1-octet sends to a reader that waits made its window cost 41 times its
+    // size. Up to kJoinedSegment, so a segment read in part is not kept long for the rest.
+    if (!s.segments.empty() && !s.segments.back().bytes.empty() &&
+        s.segments.back().bytes.size() + f.data.size() <= kJoinedSegment) {
+      std::vector<std::uint8_t>& tail = s.segments.back().bytes;
+      tail.insert(tail.end(), f.data.begin(), f.data.end());
+    } else {
+      Segment seg;
+      seg.bytes.assign(f.data.begin(), f.data.end());
+      s.segments.push_back(std::move(seg));
+    }
     s.received += f.data.size();
     counters_.bytes_received += f.data.size();
   }

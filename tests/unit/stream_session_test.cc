@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -281,6 +282,31 @@ TEST(StreamSession, AStreamThatEndedInWritesIsFreedWhicheverEndClosesFirst) {
     EXPECT_EQ(p.a.counters().send_ring_bytes, 0u);
     EXPECT_EQ(p.regions_b.live(), 0u);
   }
+}
+
+// A writer of 1-octet sends to a reader that waits: what the reader's end holds stays about
+// what was sent (each DATA frame joins the segment before it), not 41 times that.
+TEST(StreamSession, OneOctetSendsToAWaitingReaderCostAboutWhatTheyCarry) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  constexpr int kSends = 20000;
+  const std::uint8_t one = 0x31;
+  for (int i = 0; i < kSends; ++i) {
+    ASSERT_EQ(*p.a.send(ida, std::span(&one, 1)), 1u);
+    if (i % 512 == 0) p.run();
+  }
+  p.run();
+  EXPECT_EQ(p.b.readiness(idb).readable, true);
+  const std::size_t bytes = p.b.stream_bytes(idb);
+  EXPECT_LT(bytes, 2 * kSends + 4096) << "octets held for " << kSends << " octets unread";
+  std::vector<std::uint8_t> buf(kSends);
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    auto r = p.b.recv(idb, std::span(buf).subspan(got));
+    ASSERT_TRUE(r.has_value());
+    got += *r;
+  }
+  EXPECT_EQ(std::count(buf.begin(), buf.end(), one), kSends);
 }
 
 // recv() into no room answers 0 at once, as TCP's does, data or not.
