@@ -259,6 +259,37 @@ def test_mesh_node_prints_its_summary_and_exits_1(sig: int, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("sig", SIGNALS)
+def test_mesh_setup_against_a_blackholed_peer_stops_on_a_signal_and_at_its_deadline(
+        sig: int) -> None:
+    """Setup tries one connect at a time within what is left of --setup-timeout, and looks
+    for a signal between tries: against a peer whose SYNs go unanswered it ended ten times
+    past its deadline, and held a signal for the 15 s grace."""
+    with blackholed_port() as port:
+        def node(timeout: str) -> list[Any]:
+            return [tool("rdma-mesh"), "node", "--name", "a", "--listen",
+                    f"tcp://127.0.0.1:{free_port()}", "--peer", f"b=tcp://127.0.0.1:{port}",
+                    "--setup-timeout", timeout, "--json"]
+
+        t0 = time.monotonic()
+        done = subprocess.run([str(a) for a in node("2s")], capture_output=True, text=True,
+                              timeout=60)
+        took = time.monotonic() - t0
+        assert done.returncode == 1, done
+        assert took < 4, f"setup of 2 s took {took:.1f} s"
+        assert "mesh setup incomplete" in done.stdout, done.stdout
+
+        with running(*node("60s")) as a:
+            lines = Lines(a)
+            lines.wait_for('"event":"listening"')
+            time.sleep(1)  # inside a connect attempt that gets no answer
+            status, err, took = stop(a, sig, within=7)
+            lines.rest()
+        assert status == 1, err
+        errors = [json.loads(line) for line in lines.seen if '"event":"error"' in line]
+        assert len(errors) == 1 and "stopped by a signal" in errors[0]["error"], lines.seen
+
+
+@pytest.mark.parametrize("sig", SIGNALS)
 def test_backlog_stat_watch_keeps_its_screens_and_exits_0(sig: int, tmp_path: Path,
                                                           personality) -> None:
     run_dir = tmp_path / "run"

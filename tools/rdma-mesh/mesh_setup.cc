@@ -1,11 +1,13 @@
 #include "tools/rdma-mesh/mesh_setup.h"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "core/credit/credit_params.h"
+#include "core/transport/connect_retry.h"
 #include "tools/rdma-mesh/mesh_caller.h"
 
 namespace rdma_interop::mesh {
@@ -48,23 +50,43 @@ Expected<std::vector<messaging::PeerId>, std::string> join_mesh(
     const auto& peer = config.peers[i];
     if (!(config.name < peer.name)) continue;
     connectors.emplace_back([&, i] {
+      // One attempt at a time, each within what is left of the setup time, and the retry
+      // policy's wait between them (connect_retry.h), so setup ends at its deadline and a
+      // signal is seen between attempts: the provider's own retries know neither.
+      transport::ConnectOptions policy;
+      policy.retries = std::numeric_limits<std::uint32_t>::max();
+      policy.retry_backoff = kBackoff;
+      policy.retry_backoff_max = kBackoffMax;
+      transport::RetrySchedule schedule(policy);
       transport::ConnectOptions options;
       options.private_data = bytes_of(config.name);
-      options.timeout = std::min(kAttemptTimeout, remaining(deadline));
-      // Enough tries to span the setup time at the mean backoff; the deadline is checked
-      // again afterwards.
-      options.retries = static_cast<std::uint32_t>(remaining(deadline) / (kBackoffMax / 2)) + 1;
-      options.retry_backoff = kBackoff;
-      options.retry_backoff_max = kBackoffMax;
-      auto result = endpoint.connect(provider, peer.uri, options, peer.name);
+      std::optional<messaging::PeerId> connected;
+      transport::ConnectError last;
+      for (std::uint32_t attempts = 1;; ++attempts) {
+        options.timeout = std::min(kAttemptTimeout, remaining(deadline));
+        auto result = endpoint.connect(provider, peer.uri, options, peer.name);
+        if (result) {
+          connected = *result;
+          break;
+        }
+        last = result.error();
+        last.attempts = attempts;
+        const auto wait = schedule.after_failure(last, attempts);
+        if (!wait) break;
+        const auto resume = Clock::now() + *wait;
+        while (Clock::now() < std::min(resume, deadline) && !stop.load()) {
+          std::this_thread::sleep_for(std::min(kAcceptSlice, remaining(resume)));
+        }
+        if (Clock::now() >= deadline || stop.load()) break;
+      }
       std::lock_guard lock(mu);
-      if (result) {
-        ids[i] = *result;
-        on_connected(i, *result, "connect");
+      if (connected) {
+        ids[i] = *connected;
+        on_connected(i, *connected, "connect");
       } else {
         errors[i] = "connect to " + peer.uri.to_string() + " failed after " +
-                    std::to_string(result.error().attempts) +
-                    " attempts: " + transport::to_string(result.error());
+                    std::to_string(last.attempts) + " attempts: " + transport::to_string(last) +
+                    (stop.load() ? " (stopped by a signal)" : "");
       }
     });
   }
