@@ -230,6 +230,15 @@ def test_mesh_statuses(tmp_path: Path) -> None:
                 "--peer", f"b=tcp://127.0.0.1:{b}", "--setup-timeout", "500ms", env=env)
     expect(alone, 1, "rdma-mesh", "node")
     expect(run("rdma-mesh", "node", "--name", "a"), 2, "rdma-mesh", "node")
+    # An address it cannot listen on is 5, as rdma-probe serve's and rdma-stream serve's.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        in_use = run("rdma-mesh", "node", "--name", "a", "--listen",
+                     f"tcp://127.0.0.1:{taken.getsockname()[1]}", "--peer",
+                     f"b=tcp://127.0.0.1:{b}", "--setup-timeout", "500ms", env=env)
+    expect(in_use, 5, "rdma-mesh", "node")
+    assert "in use" in in_use.stderr.lower(), in_use.stderr
 
 
 # ---- backlog-stat ----------------------------------------------------------------------------

@@ -167,6 +167,7 @@ def test_an_address_in_use_cannot_be_served(serve) -> None:
     ["connect", "127.0.0.1"],
     ["connect", "127.0.0.1:0"],
     ["connect", "127.0.0.1:70000"],
+    ["connect", "tcp://127.0.0.1:1"],  # a URI where HOST:PORT goes
     ["measure", "127.0.0.1:9", "--mode", "fast"],
     ["measure", "127.0.0.1:9", "--seconds", "nan"],
     ["measure", "127.0.0.1:9", "--streams", "0"],

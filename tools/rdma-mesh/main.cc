@@ -2,8 +2,9 @@
 // tests and benchmarks.
 //
 // This file parses the command line (CLI11) and hands over to run_node() (mesh_node.cc).
-// Exit status (tools/common/exit_status.h): 0 the run finished, 1 it could not run (setup),
-// a peer failed with --fail-on-peer-error, or a signal cut it short; 2 bad arguments.
+// Exit status (tools/common/exit_status.h): 0 the run finished, 1 setup did not complete, a
+// peer failed with --fail-on-peer-error, or a signal cut it short; 2 bad arguments (a scheme
+// no provider serves too); 5 the --listen address could not be listened on.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
@@ -102,10 +103,12 @@ std::string exit_status() {
       {{tools::kExitOk,
         "the run finished; failed peers are in the report (unless --fail-on-peer-error)"},
        {tools::kExitFailed,
-        "the node could not run (no provider, the address could not be listened on, a peer "
-        "did not connect or start within --setup-timeout), --fail-on-peer-error and a peer "
-        "failed, or SIGINT/SIGTERM cut the run short (the summary is printed first)"},
-       {tools::kExitUsage, ""}});
+        "a peer did not connect or start within --setup-timeout, --fail-on-peer-error and a "
+        "peer failed, or SIGINT/SIGTERM cut the run short (the summary is printed first)"},
+       {tools::kExitUsage, ""},
+       {tools::kExitCannotRun,
+        "the --listen address could not be listened on (in use, not this host's, no RDMA "
+        "device there)"}});
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/messaging/message_endpoint.h"
 #include "core/telemetry/publisher.h"
 #include "core/transport/provider.h"
+#include "tools/common/listen_exit.h"
 #include "tools/rdma-mesh/mesh_payload.h"
 #include "tools/rdma-mesh/mesh_sender.h"
 #include "tools/rdma-mesh/mesh_setup.h"
@@ -168,11 +169,16 @@ int run_node(const MeshConfig& config, const std::atomic<bool>& stop, ReportWrit
   };
 
   auto provider = transport::open_provider(config.listen.scheme);
-  if (!provider) return fail(provider.error());
+  if (!provider) {
+    fail(provider.error());
+    return tools::kExitUsage;  // a scheme no provider serves: as rdma-probe serve says
+  }
   transport::ListenOptions listen_options(std::max(16, static_cast<int>(config.peers.size())));
   auto listener = (*provider)->listen(config.listen, cm::MpaPolicy{}, listen_options);
   if (!listener) {
-    return fail(transport::to_string(listener.error()));
+    fail(listener.error().detail.empty() ? transport::to_string(listener.error())
+                                         : listener.error().detail);
+    return tools::listen_exit_status(listener.error());
   }
   out.emit(json{{"event", "listening"},
                 {"address", (*listener)->local_address()},

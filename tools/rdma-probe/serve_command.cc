@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "tools/rdma-probe/negotiated_json.h"
+#include "tools/common/listen_exit.h"
 #include "tools/common/signal_watch.h"
 #include "tools/rdma-probe/commands.h"
 #include "tools/rdma-probe/exit_codes.h"
@@ -243,15 +244,10 @@ int run_serve(const ServeOptions& options) {
   auto listener = (*provider)->listen(*uri, personality->mpa, listen_options);
   if (!listener) {
     const auto& e = listener.error();
-    // Options the provider refuses (a policy it cannot apply) are bad arguments; the system
-    // refusing the address (in use, not ours, EACCES below port 1024, no device) is this
-    // node being unable to run it.
-    const bool usage =
-        e.kind == transport::ConnectError::Kind::kInvalidArgument && e.sys_errno == 0;
     auto text = e.detail.empty() ? transport::to_string(e) : e.detail;
     std::fprintf(stderr, "rdma-probe serve: %s\n", text.c_str());
     signals.finished();
-    return usage ? kExitUsage : kExitCannotRun;
+    return tools::listen_exit_status(e);
   }
   emit(json{{"event", "listening"},
             {"address", (*listener)->local_address()},

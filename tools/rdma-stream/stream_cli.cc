@@ -9,6 +9,11 @@
 namespace rdma_interop::stream_cli {
 
 Expected<Address, std::string> parse_address(std::string_view text, bool any_port) {
+  if (text.find("://") != std::string_view::npos) {
+    return unexpected("'" + std::string(text) +
+                      "' is a URI: rdma-stream takes HOST:PORT, as nc does (the upgrade "
+                      "chooses the transport)");
+  }
   const auto colon = text.rfind(':');
   if (colon == std::string_view::npos || colon == 0) {
     return unexpected("'" + std::string(text) + "' is not HOST:PORT");
