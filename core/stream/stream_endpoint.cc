@@ -1,8 +1,10 @@
 #include "core/stream/stream_endpoint.h"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <unordered_map>
@@ -57,9 +59,7 @@ struct StreamEndpoint::Session : RegionSource {
   Session(StreamEndpoint& owner, SessionId session, Side side, const SessionConfig& config)
       : ep(owner), id(session), engine(config, side, *this) {}
   ~Session() override {
-    for (auto& [stream, fd] : fds) {
-      if (fd.fd >= 0) ::close(fd.fd);
-    }
+    for (auto& [stream, fd] : fds) fd.close();
   }
 
   // Registered with this session's connection, for local reads (a Write's source) and the
@@ -84,20 +84,47 @@ struct StreamEndpoint::Session : RegionSource {
   }
 
   // A stream's descriptor, made on the first fd() call: a stream nobody polls costs no
-  // descriptor, and its readiness changes no syscall (two a message otherwise: the eventfd
-  // set when data comes, cleared when it is read).
+  // descriptor, and its readiness changes no syscall. It is the application's end of a
+  // socketpair whose other end (`ours`) we keep, because an eventfd is always writable: a
+  // writer waiting for POLLOUT would spin on one. POLLIN: an octet waits in it (put in from
+  // our end when recv would not wait, taken back when that ends). POLLOUT: its send queue
+  // has room (filled from its own end when send would wait, emptied at ours when not).
   struct Fd {
-    int fd = -1;  // -1: not asked for yet
-    bool signaled = false;
+    int fd = -1;    // the application's end; -1: not asked for yet
+    int ours = -1;
+    bool readable = false;
+    bool writable = true;  // a new socket's send queue is empty
+    void close() {
+      if (fd >= 0) ::close(fd);
+      if (ours >= 0) ::close(ours);
+      fd = ours = -1;
+    }
   };
-  // Sets or clears the stream's descriptor as its readiness says (POLLIN: recv would not
-  // wait), with a syscall only when that changed.
+  // Sets the stream's descriptor as its readiness says, with syscalls only for what changed.
   void signal(StreamId stream, Fd& fd) {
     const Readiness r = engine.readiness(stream);
-    const bool want = r.readable || r.urgent || r.error;
-    if (want != fd.signaled) {
-      set_event(fd.fd, want);
-      fd.signaled = want;
+    const bool readable = r.readable || r.urgent || r.error;
+    if (readable != fd.readable) {
+      std::uint8_t octet = 1;
+      if (readable) {
+        (void)!::send(fd.ours, &octet, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else {
+        (void)!::recv(fd.fd, &octet, 1, MSG_DONTWAIT);
+      }
+      fd.readable = readable;
+    }
+    const bool writable = r.writable || r.error;
+    if (writable != fd.writable) {
+      static const std::array<std::uint8_t, 16384> filler{};
+      thread_local std::array<std::uint8_t, 16384> spill;
+      if (writable) {
+        while (::recv(fd.ours, spill.data(), spill.size(), MSG_DONTWAIT) > 0) {
+        }
+      } else {
+        while (::send(fd.fd, filler.data(), filler.size(), MSG_NOSIGNAL | MSG_DONTWAIT) > 0) {
+        }
+      }
+      fd.writable = writable;
     }
   }
 
@@ -527,7 +554,7 @@ void StreamEndpoint::close(StreamRef ref, bool abort) {
   std::lock_guard lock(s->mu);
   s->engine.close(ref.stream, abort);
   if (auto it = s->fds.find(ref.stream); it != s->fds.end()) {
-    if (it->second.fd >= 0) ::close(it->second.fd);
+    it->second.close();
     s->fds.erase(it);
   }
   process(*s);
@@ -548,8 +575,17 @@ int StreamEndpoint::fd(StreamRef ref) {
   if (it == s->fds.end()) return -1;
   if (it->second.fd < 0) {
     // The first ask: from now on the descriptor follows the stream, starting from now.
-    it->second.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (it->second.fd >= 0) s->signal(ref.stream, it->second);
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
+      return -1;
+    }
+    // The smallest send queue the kernel allows (it rounds up, ~4.5 KiB): what filling it,
+    // to make it unwritable, costs.
+    const int smallest = 1;
+    (void)::setsockopt(pair[0], SOL_SOCKET, SO_SNDBUF, &smallest, sizeof smallest);
+    it->second.fd = pair[0];
+    it->second.ours = pair[1];
+    s->signal(ref.stream, it->second);
   }
   return it->second.fd;
 }

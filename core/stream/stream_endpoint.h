@@ -111,9 +111,11 @@ class StreamEndpoint {
   void close(StreamRef s, bool abort = false);
   Readiness readiness(StreamRef s);
   // Readable (POLLIN) when recv() would not wait: data, end of stream, an urgent octet or an
-  // error. Owned by the endpoint; valid until close(s). -1 for no such stream (or no
-  // descriptor left). Made on the first call, readable at once if recv would not wait then:
-  // a stream nobody polls costs no descriptor and no syscall per message.
+  // error; writable (POLLOUT) when send() would take an octet (or fail at once). Only for
+  // polling: nothing is to be read from or written to it. Owned by the endpoint; valid until
+  // close(s). -1 for no such stream (or no descriptor left). Made on the first call, as the
+  // stream is then: a stream nobody polls costs no descriptor and no syscall per message.
+  // One of a socketpair (the endpoint keeps the other): a polled stream costs two.
   int fd(StreamRef s);
   // Readable when accept(port) would not wait. Made on the first call, as fd(): a port
   // nobody polls costs no descriptor and no syscall per stream accepted. -1: not listening.

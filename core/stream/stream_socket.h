@@ -20,8 +20,8 @@
 //
 // A Socket answers like a socket: octets sent or read, or an errno value (EAGAIN, EPIPE,
 // ECONNRESET, ECONNREFUSED, ...). fileno() is the TCP socket of a plain one, and the
-// stream's eventfd of an upgraded one (readable when recv would not wait), so poll, epoll
-// and select see either.
+// stream's descriptor of an upgraded one (readable when recv would not wait, writable when
+// send would take an octet: StreamEndpoint::fd), so poll, epoll and select see either.
 //
 // Threading: a node and its listeners are thread-safe; a listener decides connections on a
 // thread of its own. A Socket is used by one thread at a time, like a file descriptor

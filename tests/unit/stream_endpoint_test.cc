@@ -298,6 +298,47 @@ TEST(StreamEndpoint, TheDescriptorPollsReadableWhenDataComes) {
   EXPECT_EQ(*lab.server.recv(s, buf), 0u);
 }
 
+// POLLOUT as a socket's: writable while send() would take an octet, not once the stream's
+// send buffer is full (the reader stopped), and writable again when the reader reads. An
+// eventfd is always writable: a writer polling for POLLOUT spun.
+TEST(StreamEndpoint, TheDescriptorPollsWritableOnlyWhileSendWouldTakeOctets) {
+  Lab lab;
+  auto [c, s] = lab.stream();
+  pollfd p{lab.client.fd(c), POLLOUT, 0};
+  ASSERT_GE(p.fd, 0);
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "an idle stream takes octets";
+  EXPECT_EQ(p.revents & POLLIN, 0) << "and has none to read";
+  const auto chunk = pattern(64 * 1024, 44);
+  std::size_t sent = 0;
+  for (int i = 0; i < 10000; ++i) {
+    auto r = lab.client.send(c, chunk);
+    if (!r) {
+      ASSERT_EQ(r.error(), StreamErrc::kWouldBlock);
+      break;
+    }
+    sent += *r;
+  }
+  ASSERT_GT(sent, 0u);
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 100), 0) << "send would wait: not writable (" << sent << " sent)";
+  std::vector<std::uint8_t> buf(256 * 1024);
+  std::size_t got = 0;
+  while (got < sent) {
+    auto r = lab.server.recv(s, buf, {.timeout = 5s});
+    ASSERT_TRUE(r.has_value());
+    got += *r;
+  }
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 5000), 1) << "all read: writable again";
+  EXPECT_TRUE(lab.client.send(c, chunk).has_value());
+  // POLLIN still means what it did: the server's answer.
+  pollfd in{lab.client.fd(c), POLLIN, 0};
+  EXPECT_EQ(::poll(&in, 1, 50), 0);
+  const std::uint8_t ok[2] = {'o', 'k'};
+  ASSERT_TRUE(lab.server.send(s, ok, {.timeout = 1s}));
+  EXPECT_EQ(::poll(&in, 1, 5000), 1);
+}
+
 TEST(StreamEndpoint, TheAcceptDescriptorGoesQuietOnceTheLastWaitingStreamIsTaken) {
   Lab lab;
   pollfd p{lab.server.accept_fd(80), POLLIN, 0};
