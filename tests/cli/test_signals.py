@@ -125,6 +125,7 @@ def test_probe_prints_what_it_found_and_exits_1(sig: int) -> None:
     assert status == 1, err
     assert report["outcome"] == "probed", report["detail"]
     assert "stopped early by a signal" in report["detail"]
+    assert report["stopped_by_signal"] is True, "the outcome is only what it had so far"
     verdicts = {c["id"]: c["verdict"] for c in report["capabilities"]}
     assert verdicts["iwarp"] == "ok"  # found before the signal
     assert "not_tested" in verdicts.values(), verdicts  # the probes never made

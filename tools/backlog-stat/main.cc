@@ -365,7 +365,10 @@ int run(int argc, char** argv) {
   app.add_option("--run-dir", args.run_dir,
                  ("read snapshots from DIR instead of $RDMA_INTEROP_RUN_DIR or "
                   "/run/rdma-interop (a directory, not a symbolic link to one)"))
-      ->type_name("DIR");
+      ->type_name("DIR")
+      ->check([](const std::string& dir) {
+        return dir.empty() ? std::string("an empty name is no directory") : std::string();
+      });
   app.add_flag("--kernel", args.kernel,
                ("also list the kernel's RDMA CM listeners (rdma -j resource show cm_id); "
                 "not with --connections"));

@@ -216,7 +216,8 @@ the kernel negotiates MPA, so only the connection-level rows are probed there.
 
 With --json, one object (schema rdma-interop/probe/2):
   {"schema":"rdma-interop/probe/2","uri":"tcp://...","outcome":"probed"|"unreachable"|
-   "not_iwarp"|"rejected","detail":"...","connections":23,"elapsed_ms":812.4,
+   "not_iwarp"|"rejected","detail":"...","stopped_by_signal":false (true: cut short, the
+   outcome is only what the probes before the signal found),"connections":23,"elapsed_ms":812.4,
    "capabilities":[{"id":"crc","title":"CRC32c","value":"optional: ...","verdict":"ok",
                     "why":"","data":{"crc":"optional"},
                     "evidence":[{"offered":"MPA Request rev 2 CRC ...","came_back":"..."}]}],

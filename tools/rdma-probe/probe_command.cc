@@ -87,7 +87,10 @@ int run_probe(const ProbeOptions& options) {
   auto report = probe_peer(settings, **provider);
   if (progress) std::fprintf(stderr, "\r%80s\r", "");
   const bool cancelled = signals.stop_requested().load();
-  if (cancelled) report.detail += "; stopped early by a signal, later probes not tested";
+  if (cancelled) {
+    report.stopped_by_signal = true;
+    report.detail += "; stopped early by a signal, later probes not tested";
+  }
   if (peer_broke(report)) {
     report.detail +=
         "; but it stopped answering plain Requests during the probe (see "

@@ -66,6 +66,7 @@ json to_json(const ProbeReport& report) {
               {"uri", report.uri},
               {"outcome", outcome_name(report.outcome)},
               {"detail", report.detail},
+              {"stopped_by_signal", report.stopped_by_signal},
               {"connections", report.connections},
               {"elapsed_ms", report.elapsed_ms},
               {"capabilities", std::move(caps)},

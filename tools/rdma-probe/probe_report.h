@@ -74,6 +74,7 @@ struct ProbeReport {
   std::string uri;
   ProbeOutcome outcome = ProbeOutcome::kProbed;
   std::string detail;
+  bool stopped_by_signal = false;  // SIGINT/SIGTERM cut it short: `outcome` is what it had
   int connections = 0;
   double elapsed_ms = 0;
   std::vector<Capability> capabilities;

@@ -59,7 +59,9 @@ json runner(const Config& config, const CheckInfo& check, std::uint16_t port) {
                             : timed_out                  ? "no answer in time"
                                                          : "it exited";
     out = error_json("the server could not listen: " + why);
-    out["server"] = reap(server, 0ms);
+    // It is on its way out after saying so: give it the time a check's server has to end,
+    // or "killed after 0 ms" would describe our haste, not the server.
+    out["server"] = reap(server, kServerExitWait);
   } else {
     out = run_client(config, check.name, port, server);
     out["server"] =
