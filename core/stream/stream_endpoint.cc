@@ -348,7 +348,7 @@ void StreamEndpoint::on_end(SessionId id, const std::string& detail) {
 void StreamEndpoint::listen(std::uint16_t port) {
   {
     std::lock_guard lock(sessions_mu_);
-    if (!listening_.try_emplace(port).second) return;
+    if (listening_[port].listeners++ > 0) return;  // listened on already
   }
   for (SessionId id : sessions()) {
     if (auto s = find(id)) {
@@ -363,7 +363,7 @@ void StreamEndpoint::stop_listening(std::uint16_t port) {
   {
     std::lock_guard lock(sessions_mu_);
     auto it = listening_.find(port);
-    if (it == listening_.end()) return;
+    if (it == listening_.end() || --it->second.listeners > 0) return;
     if (it->second.fd >= 0) ::close(it->second.fd);
     listening_.erase(it);
   }
@@ -374,7 +374,8 @@ void StreamEndpoint::stop_listening(std::uint16_t port) {
       process(*s);
     }
   }
-  incoming_cv_.notify_all();
+  // An accept() waiting on the port wakes as for a new stream, and finds it not listened on.
+  note_incoming(port);
 }
 
 Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port,

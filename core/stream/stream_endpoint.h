@@ -92,10 +92,12 @@ class StreamEndpoint {
   Expected<SessionId, std::string> connect(const transport::ProviderUri& where);
   std::string_view scheme() const;
 
-  // Streams opened to `port` (on any session, now or later) wait for accept().
+  // Streams opened to `port` (on any session, now or later) wait for accept(). Counted: two
+  // listeners on one port (two addresses of the node) each call it, and each stop_listening().
   void listen(std::uint16_t port);
-  // Opens to `port` are refused from now on (over every session, as a closed TCP listener
-  // refuses connects), the streams waiting for accept() on it are reset, and its accept
+  // Undoes one listen(port). When none is left, opens to `port` are refused from then on
+  // (over every session, as a closed TCP listener refuses connects), the streams waiting for
+  // accept() on it are reset, an accept() waiting on it returns kInvalid, and its accept
   // descriptor is closed.
   void stop_listening(std::uint16_t port);
   // `first`: octets sent with the OPEN, in its message (StreamSession::open).
@@ -168,6 +170,7 @@ class StreamEndpoint {
   // A listening port's accept descriptor (-1 until accept_fd() asks) and whether it is
   // set: it is written and read only when that changes.
   struct AcceptEvent {
+    std::uint32_t listeners = 0;  // listen() calls not yet undone by stop_listening()
     int fd = -1;
     bool on = false;
     void set(bool want);

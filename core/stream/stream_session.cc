@@ -438,7 +438,8 @@ Readiness StreamSession::readiness(StreamId id) const {
   r.urgent = s->urgent_octet.has_value();
   r.peer_closed = s->fin_received && s->segments.empty();
   r.readable = !s->segments.empty() || r.peer_closed || r.error;
-  r.writable = r.error || (!s->shut_wr && s->phase != Stream::Phase::kWaitingAccept &&
+  r.writable = r.error || s->shut_wr ||
+               (s->phase != Stream::Phase::kWaitingAccept &&
                            (!s->send_ring || s->send_space(config_.send_buffer) > 0));
   return r;
 }
@@ -477,10 +478,19 @@ void StreamSession::on_session_end(std::string detail) {
   if (failed_) return;
   failed_ = true;
   detail_ = std::move(detail);
+  // Nothing comes from the peer any more, and no Write is in flight: a stream the application
+  // let go of, or never took (waiting for accept), goes now; the others fail, and go when
+  // the application closes them.
+  std::vector<StreamId> gone;
   for (auto& [id, s] : streams_) {
     if (!s->error) s->error = StreamErrc::kSessionFailed;
-    changed(*s);
+    if (s->detached || s->phase == Stream::Phase::kWaitingAccept) {
+      gone.push_back(id);
+    } else {
+      changed(*s);
+    }
   }
+  for (StreamId id : gone) drop_failed(*streams_.at(id));
   control_.clear();
   building_.clear();
 }
@@ -762,7 +772,7 @@ void StreamSession::erase_if_done(StreamId id) {
 }
 
 bool StreamSession::awaiting_reset(const Stream& s) const {
-  return s.reset_sent && !s.reset_received && !s.fin_received && s.sink.has_value();
+  return !failed_ && s.reset_sent && !s.reset_received && !s.fin_received && s.sink.has_value();
 }
 
 // A failed stream the application let go of: nothing of it goes any more, so it goes now,
@@ -778,7 +788,10 @@ void StreamSession::drop_failed(Stream& s) {
 void StreamSession::release_rings(Stream& s) {
   if (s.send_ring) {
     counters_.send_ring_bytes -= s.send_ring->size();
-    if (s.send_ring->registered && s.writes.empty()) regions_.release(s.send_ring->region);
+    // A Write may still read it until the peer says it was read, or the session ended.
+    if (s.send_ring->registered && (s.writes.empty() || failed_)) {
+      regions_.release(s.send_ring->region);
+    }
     s.send_ring.reset();
   }
   if (s.sink) {
@@ -788,7 +801,7 @@ void StreamSession::release_rings(Stream& s) {
     // ending) is not given back (deregistered), so such a Write finds memory, not a
     // protection error that would end every stream of the connection; the region is the
     // source's to reclaim when the session ends.
-    if (s.sink->registered && (s.fin_received || s.reset_received || !s.error)) {
+    if (s.sink->registered && (s.fin_received || s.reset_received || !s.error || failed_)) {
       regions_.release(s.sink->region);
     }
     s.sink.reset();

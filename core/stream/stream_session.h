@@ -117,7 +117,7 @@ std::string_view errc_name(StreamErrc e);  // "would_block", ...
 
 struct Readiness {
   bool readable = false;  // recv() would not say kWouldBlock (data, end of stream, error)
-  bool writable = false;  // send() would take at least one octet
+  bool writable = false;  // send() would not wait: takes an octet, or fails at once (EPIPE)
   bool urgent = false;    // an urgent octet waits (POLLPRI)
   bool peer_closed = false;  // the peer's end of stream was read up to (POLLRDHUP)
   bool error = false;     // reset, refused or the session gone (POLLERR)

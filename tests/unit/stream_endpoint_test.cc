@@ -331,6 +331,11 @@ TEST(StreamEndpoint, TheDescriptorPollsWritableOnlyWhileSendWouldTakeOctets) {
   p.revents = 0;
   EXPECT_EQ(::poll(&p, 1, 5000), 1) << "all read: writable again";
   EXPECT_TRUE(lab.client.send(c, chunk).has_value());
+  // After shutdown_write a send fails at once (EPIPE): writable, as TCP's POLLOUT then is.
+  ASSERT_TRUE(lab.client.shutdown_write(c).has_value());
+  p.revents = 0;
+  EXPECT_EQ(::poll(&p, 1, 5000), 1);
+  EXPECT_EQ(lab.client.send(c, chunk).error(), StreamErrc::kBrokenPipe);
   // POLLIN still means what it did: the server's answer.
   pollfd in{lab.client.fd(c), POLLIN, 0};
   EXPECT_EQ(::poll(&in, 1, 50), 0);
@@ -406,6 +411,27 @@ TEST(StreamEndpoint, APortThatStopsListeningRefusesLaterOpensAndResetsTheWaiting
   auto other = lab.client.open(lab.session, 81);
   ASSERT_TRUE(other.has_value()) << "port 81 still listens";
   EXPECT_TRUE(lab.server.accept(81, 5000ms).has_value());
+}
+
+// Each listen() is undone by one stop_listening(): two listeners on one port (two addresses
+// of a node) do not end each other. The last one's stop wakes an accept() waiting there.
+TEST(StreamEndpoint, APortListenedOnTwiceStopsWithItsLastListenerAndWakesItsAccept) {
+  Lab lab;
+  lab.server.listen(80);  // Lab listened once already
+  lab.server.stop_listening(80);
+  auto c = lab.client.open(lab.session, 80);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_TRUE(lab.server.accept(80, 5000ms).has_value()) << "one listener is left";
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(200ms);
+    lab.server.stop_listening(80);
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto a = lab.server.accept(80, kForever);
+  stopper.join();
+  ASSERT_FALSE(a.has_value());
+  EXPECT_EQ(a.error(), StreamErrc::kInvalid);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
 }
 
 // A session whose connection ended gives its place back: a server of max_sessions 2 takes a

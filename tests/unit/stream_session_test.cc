@@ -309,6 +309,49 @@ TEST(StreamSession, OneOctetSendsToAWaitingReaderCostAboutWhatTheyCarry) {
   EXPECT_EQ(std::count(buf.begin(), buf.end(), one), kSends);
 }
 
+// When the session ends nothing more comes from the peer and no Write is in flight: the
+// streams the application let go of (one closed with its Writes not yet acknowledged) and the
+// ones it never took (waiting for accept) go at once, with their rings; the ones it holds
+// fail, and go when closed. Before, the first two kinds stayed, and kept their session.
+TEST(StreamSession, AnEndedSessionKeepsOnlyTheStreamsTheApplicationHolds) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  std::vector<std::uint8_t> buf(1 << 20);
+  const auto warm = pattern(300 * 1024, 45);
+  ASSERT_EQ(*p.a.send(ida, warm), warm.size());
+  p.run();
+  std::size_t n = 0;
+  while (n < warm.size()) {
+    auto r = p.b.recv(idb, buf);
+    ASSERT_TRUE(r.has_value());
+    n += *r;
+    p.run();
+  }
+  const auto writes = p.a.counters().writes;
+  ASSERT_EQ(*p.a.send(ida, pattern(100 * 1024, 46)), 100u * 1024);
+  p.run();
+  ASSERT_GT(p.a.counters().writes, writes);
+  p.a.close(ida);  // its Writes unread by b: kept until acknowledged
+  p.run();
+  auto waiting = p.a.open(80);  // b never accepts it
+  ASSERT_TRUE(waiting.has_value());
+  p.run();
+  ASSERT_EQ(p.a.stream_count(), 2u);
+  ASSERT_EQ(p.b.stream_count(), 2u);
+  p.a.on_session_end("the connection is gone");
+  p.b.on_session_end("the connection is gone");
+  EXPECT_EQ(p.a.stream_count(), 1u) << "only the one a's application holds (waiting)";
+  EXPECT_EQ(p.b.stream_count(), 1u) << "only the one b's application holds (idb)";
+  EXPECT_EQ(p.a.recv(*waiting, buf).error(), StreamErrc::kSessionFailed);
+  EXPECT_TRUE(p.b.readiness(idb).error);
+  p.a.close(*waiting);
+  p.b.close(idb);
+  EXPECT_EQ(p.a.stream_count(), 0u);
+  EXPECT_EQ(p.b.stream_count(), 0u);
+  EXPECT_EQ(p.regions_a.live(), 0u) << "the send ring a Write had been reading";
+  EXPECT_EQ(p.regions_b.live(), 0u) << "the sink";
+}
+
 // recv() into no room answers 0 at once, as TCP's does, data or not.
 TEST(StreamSession, ARecvOfNoOctetsAnswersAtOnce) {
   Pair p;
