@@ -416,7 +416,9 @@ void StreamSession::close(StreamId id, bool abort) {
     return;
   }
   // All read: the last WINDOW, so the peer's Writes still waiting for one are released.
-  send_window(*s, true);
+  // Only a stream with a sink was ever written to: one that only got DATA (a request, an
+  // open with its first octets) owes the writer nothing, and its close costs no frame more.
+  if (s->sink) send_window(*s, true);
   s->detached = true;
   s->shut_wr = true;
   if (!s->in_send_order) {
