@@ -32,8 +32,8 @@ constexpr std::uint32_t body_length(FrameType t) {
 }
 
 constexpr std::uint8_t allowed_flags(FrameType t) {
-  if (t == FrameType::kData) return kFlagFin | kFlagWantSink;
-  if (t == FrameType::kPlaced) return kFlagFin;
+  if (t == FrameType::kData) return kFlagFin | kFlagWantSink | kFlagTell;
+  if (t == FrameType::kPlaced) return kFlagFin | kFlagTell;
   if (t == FrameType::kReset) return kFlagAnswer;
   return 0;
 }

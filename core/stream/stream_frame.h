@@ -20,11 +20,15 @@
 //   ACCEPT   window u32                                 the stream is accepted
 //   REFUSE   reason u8                                  no listener / backlog full
 //   DATA     the octets (flag FIN: the last ones)       in-band octets, copied
+//            (flag TELL: see PLACED)
 //   WINDOW   consumed u64                               the reader has consumed this many
 //   SINK     stag u32, reserved u32, offset u64,        a ring the writer may RDMA Write
 //            size u32                                   into, at `offset` in region `stag`
 //   PLACED   length u32 (flag FIN)                      the next `length` in-band octets
 //                                                       were written into the sink ring
+//            (flag TELL: the writer's send buffer is full of octets only a WINDOW frees:
+//            the reader sends one once it has read these, however little it read since
+//            its last)
 //   URGENT   mark u64, octet u8                         the urgent octet, sent out of band;
 //                                                       it sits before in-band offset mark
 //   RESET    reason u8 (flag ANSWER: answers a RESET)   the stream is aborted; the sender
@@ -35,8 +39,8 @@
 //                                                       then both know their sinks are free
 //
 // This is version 1 of the framing, the one upgrade.h's kUpgradeVersion names; it has not
-// been released before, so every peer that speaks it knows all of the above (ANSWER
-// included). A change an older peer would refuse (a type, a flag: kReservedBits) is a new
+// been released before, so every peer that speaks it knows all of the above (ANSWER and
+// TELL included). A change an older peer would refuse (a type, a flag: kReservedBits) is a new
 // version, offered in the OFFER and falling back as a version mismatch does.
 //
 // Stream ids are chosen by the opener: odd by the side that connected the session, even by
@@ -74,6 +78,7 @@ std::string_view frame_type_name(FrameType t);  // "open", "data", ...
 inline constexpr std::uint8_t kFlagFin = 0x01;       // DATA, PLACED: no octet follows these
 inline constexpr std::uint8_t kFlagWantSink = 0x02;  // DATA: the writer has large data: a SINK?
 inline constexpr std::uint8_t kFlagAnswer = 0x04;    // RESET: it answers one (never answered)
+inline constexpr std::uint8_t kFlagTell = 0x08;      // DATA, PLACED: a WINDOW once read
 
 enum class RefuseReason : std::uint8_t { kNoListener = 1, kBacklogFull = 2 };
 enum class ResetReason : std::uint8_t {

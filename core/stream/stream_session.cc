@@ -101,6 +101,9 @@ struct StreamSession::Stream {
   std::uint64_t received = 0;
   std::uint64_t consumed = 0;
   std::uint64_t consumed_told = 0;
+  // Ends of frames marked TELL not read past yet: the first, and the last (0: none).
+  std::uint64_t tell_at = 0;
+  std::uint64_t tell_last = 0;
   std::uint32_t window = kInitialWindow;  // what the peer was told it may have unread
   bool fin_received = false;
   std::optional<Ring> sink;
@@ -108,6 +111,18 @@ struct StreamSession::Stream {
   std::optional<std::uint64_t> mark;
 
   std::uint64_t unread() const { return received - consumed; }
+  // A frame marked TELL ends at `received`.
+  void note_tell() {
+    if (tell_at == 0) tell_at = received;
+    tell_last = received;
+  }
+  // True once the reader read past a frame marked TELL; the last one, if not read past
+  // yet, is then the next. (The ones between are covered by the WINDOW this one sends.)
+  bool read_past_tell() {
+    if (tell_at == 0 || consumed < tell_at) return false;
+    tell_at = tell_last > consumed ? tell_last : 0;
+    return true;
+  }
   std::uint64_t window_space() const {
     const std::uint64_t limit = peer_consumed + peer_window;
     return limit > sent ? limit - sent : 0;
@@ -374,7 +389,7 @@ Expected<std::size_t, StreamErrc> StreamSession::recv(StreamId id, std::span<std
   // peer frees it by the same rule (WINDOW tells it where the reader is).
   s->consumed += done;
   if (from_mark && done > 0) s->mark.reset();
-  send_window(*s, false);
+  send_window(*s, s->read_past_tell());
   pump();
   changed(*s);
   return done;
@@ -677,6 +692,11 @@ bool StreamSession::pump_stream(Stream& s) {
       f.type = FrameType::kPlaced;
       f.stream = s.id;
       f.length = static_cast<std::uint32_t>(len);
+      // The application can give no more until a WINDOW frees the Writes: ask for one
+      // once these are read. The reader's own rule (a quarter of its window read) never
+      // comes when its last WINDOW fell inside a Write and less than a quarter window
+      // follows it (a send buffer under the window, or a Write over three quarters of it).
+      if (s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
       if (s.shut_wr && s.sent + len == s.app_end) {
         f.flags = kFlagFin;
         s.fin_sent = true;
@@ -711,6 +731,9 @@ bool StreamSession::pump_stream(Stream& s) {
     f.flags |= kFlagFin;
     s.fin_sent = true;
   }
+  // Copied octets free their place at once, unless a Write before them holds the ring:
+  // then, as for a PLACED frame, a full send buffer asks for a WINDOW.
+  if (!s.writes.empty() && s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
   add_frame(f);
   s.sent += len;
   if (s.writes.empty()) ring.tail = s.sent;  // copied into the message: the place is free
@@ -967,6 +990,7 @@ bool StreamSession::on_data(Stream& s, const Frame& f) {
     }
     s.received += f.data.size();
     counters_.bytes_received += f.data.size();
+    if ((f.flags & kFlagTell) != 0) s.note_tell();
   }
   if ((f.flags & kFlagFin) != 0) s.fin_received = true;
   if ((f.flags & kFlagWantSink) != 0 && !s.sink) {
@@ -1014,6 +1038,7 @@ bool StreamSession::on_placed(Stream& s, const Frame& f) {
   if (f.length > 0) s.segments.push_back(std::move(seg));
   s.received += f.length;
   counters_.bytes_received += f.length;
+  if ((f.flags & kFlagTell) != 0 && f.length > 0) s.note_tell();
   if ((f.flags & kFlagFin) != 0) s.fin_received = true;
   changed(s);
   erase_if_done(s.id);

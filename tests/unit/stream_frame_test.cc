@@ -29,7 +29,7 @@ std::vector<Frame> every_type() {
   f = Frame{};
   f.stream = 9;
   f.type = FrameType::kData;
-  f.flags = kFlagFin | kFlagWantSink;
+  f.flags = kFlagFin | kFlagWantSink | kFlagTell;
   f.data = payload;
   out.push_back(f);
   f = Frame{};
@@ -47,7 +47,7 @@ std::vector<Frame> every_type() {
   f = Frame{};
   f.stream = 11;
   f.type = FrameType::kPlaced;
-  f.flags = kFlagFin;
+  f.flags = kFlagFin | kFlagTell;
   f.length = 100000;
   out.push_back(f);
   f = Frame{};
@@ -106,6 +106,8 @@ TEST(StreamFrame, RejectsWhatTheFormatForbids) {
   EXPECT_EQ(FrameReader(bad).next().error(), FrameError::kUnknownType);
   bad = m;
   bad[1] = kFlagFin;  // WINDOW has no flags
+  EXPECT_EQ(FrameReader(bad).next().error(), FrameError::kReservedBits);
+  bad[1] = kFlagTell;  // nor TELL (DATA and PLACED have it)
   EXPECT_EQ(FrameReader(bad).next().error(), FrameError::kReservedBits);
   bad = m;
   bad[3] = 1;  // reserved octets

@@ -42,6 +42,8 @@ class FakeRegions : public RegionSource {
 };
 
 struct Pair {
+  Pair() = default;
+  explicit Pair(const SessionConfig& c) : config(c) {}
   SessionConfig config;
   FakeRegions regions_a;
   FakeRegions regions_b;
@@ -118,7 +120,13 @@ std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, St
   std::uniform_int_distribution<std::size_t> send_size(1, 100 * 1024);
   std::uniform_int_distribution<std::size_t> read_size(1, 64 * 1024);
   std::vector<std::uint8_t> buf(64 * 1024);
+  int idle_rounds = 0;  // rounds in which no octet moved either way: a stall, not a test
   while (got.size() < data.size()) {
+    const std::size_t before = at + got.size();
+    if (idle_rounds++ > 1000) {
+      ADD_FAILURE() << "stalled: " << at << " octets sent, " << got.size() << " read";
+      break;
+    }
     if (at < data.size()) {
       const std::size_t n = std::min(send_size(rng), data.size() - at);
       auto r = tx.send(txid, std::span(data).subspan(at, n));
@@ -136,6 +144,7 @@ std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, St
       if (*r == 0) break;
       p.run();
     }
+    if (at + got.size() != before) idle_rounds = 0;
   }
   return got;
 }
@@ -155,6 +164,69 @@ TEST(StreamSession, RandomSizesCrossTheCopyAndWriteBoundaryInOrder) {
   const auto back = pattern(700 * 1024, 2);
   EXPECT_EQ(transfer(p, p.b, idb, p.a, ida, back, rng), back);
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
+// The reader tells the writer how far it read once a quarter of its window was read; the
+// writer's send buffer frees a Write only once the reader read past its end. When the last
+// telling fell inside a Write and what followed is less than a quarter window, and the send
+// buffer is full of those Writes, neither side would ever move again: the writer marks a
+// frame sent with its send buffer full, and the reader tells it once it read past that.
+TEST(StreamSession, AWriterWithItsSendBufferFullOfWritesAlreadyReadIsToldSo) {
+  SessionConfig config;
+  config.stream_window = 1024 * 1024;  // a telling each 256 KiB read
+  config.send_buffer = 256 * 1024;
+  config.sink_size = 256 * 1024;
+  Pair p(config);
+  auto [ida, idb] = connect(p);
+  const auto data = pattern(512 * 1024, 40);
+  std::vector<std::uint8_t> got(data.size());
+  std::size_t sent = 0;
+  std::size_t read = 0;
+  const auto send = [&](std::size_t n) {
+    auto r = p.a.send(ida, std::span(data).subspan(sent, n));
+    ASSERT_TRUE(r.has_value());
+    ASSERT_EQ(*r, n);
+    sent += n;
+    p.run();
+  };
+  const auto recv = [&](std::size_t n) {
+    while (n > 0) {
+      auto r = p.b.recv(idb, std::span(got).subspan(read, n));
+      ASSERT_TRUE(r.has_value()) << errc_name(r.error()) << " with " << read << " read";
+      read += *r;
+      n -= *r;
+      p.run();
+    }
+  };
+  send(64 * 1024);   // copied (it asks for the sink), read, not told: under a quarter
+  recv(64 * 1024);
+  send(256 * 1024);  // Writes [64K, 256K) and [256K, 320K): the send buffer is full
+  recv(200 * 1024);  // told at 264K, inside the second Write
+  send(192 * 1024);  // [320K, 512K): full again, and the first unfreed Write is read
+  recv(248 * 1024);  // all of it: 248 KiB since the telling, under a quarter window
+  EXPECT_GT(p.a.counters().writes, 2u);
+  EXPECT_EQ(got, data);
+  EXPECT_TRUE(p.a.readiness(ida).writable) << "the writer still waits for a WINDOW";
+  const std::vector<std::uint8_t> more(1000, 0x5a);
+  EXPECT_TRUE(p.a.send(ida, more).has_value());
+}
+
+// The same hazard, found by chance: random sends and reads with send buffers from a quarter
+// of the window to all of it.
+TEST(StreamSession, RandomTransfersNeverStallWhateverTheSendBufferAndSink) {
+  for (const std::uint32_t buffer : {256u * 1024, 300u * 1024, 512u * 1024, 1024u * 1024}) {
+    for (const std::uint32_t sink : {64u * 1024, 256u * 1024, 1024u * 1024}) {
+      SessionConfig config;
+      config.send_buffer = buffer;
+      config.sink_size = sink;
+      Pair p(config);
+      auto [ida, idb] = connect(p);
+      std::mt19937 rng(buffer ^ sink);
+      const auto data = pattern(3 * 1024 * 1024, buffer + sink);
+      EXPECT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng), data)
+          << "send buffer " << buffer << ", sink " << sink;
+    }
+  }
 }
 
 TEST(StreamSession, WithoutRegisteredMemoryEverythingIsCopiedAndStillInOrder) {
