@@ -141,6 +141,7 @@ std::string config_problem(const SessionConfig& c) {
     return "sink_size must be 1..stream_window";
   }
   if (c.accept_backlog == 0) return "accept_backlog must be above 0";
+  if (c.max_opens == 0 || c.max_opens > 0x7fff'ffff) return "max_opens must be 1..2^31-1";
   return {};
 }
 
@@ -162,6 +163,8 @@ std::string_view errc_name(StreamErrc e) {
       return "session_failed";
     case StreamErrc::kInvalid:
       return "invalid";
+    case StreamErrc::kExhausted:
+      return "ids_exhausted";
   }
   return "unknown";
 }
@@ -207,7 +210,8 @@ Expected<StreamId, StreamErrc> StreamSession::open(std::uint16_t port,
                                                    std::span<const std::uint8_t> first) {
   if (failed_) return unexpected(StreamErrc::kSessionFailed);
   if (first.size() > config_.send_buffer) return unexpected(StreamErrc::kInvalid);
-  const StreamId id = next_id_;
+  if (counters_.opened >= config_.max_opens) return unexpected(StreamErrc::kExhausted);
+  const auto id = static_cast<StreamId>(next_id_);
   next_id_ += 2;
   Stream& s = make_stream(id, port, true);
   s.phase = Stream::Phase::kOpening;

@@ -77,6 +77,8 @@ int errno_of(StreamErrc e) {
       return ENOTCONN;
     case StreamErrc::kInvalid:
       return EINVAL;
+    case StreamErrc::kExhausted:
+      return EADDRNOTAVAIL;
   }
   return EIO;
 }
@@ -429,6 +431,12 @@ std::optional<SessionId> StreamNode::session_for(const std::string& addr) {
   return it->second;
 }
 
+void StreamNode::retire(SessionId session) {
+  std::lock_guard lock(mu_);
+  std::erase_if(by_address_, [&](const auto& entry) { return entry.second == session; });
+  std::erase_if(by_endpoint_, [&](const auto& entry) { return entry.second == session; });
+}
+
 Expected<std::unique_ptr<Socket>, SocketError> StreamNode::plain_connect(const std::string& host,
                                                                          std::uint16_t port,
                                                                          Millis timeout,
@@ -462,11 +470,13 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
   };
   if (!config_.offer) return plain_connect(host, port, timeout, "plain");
   if (auto sid = session_for(addr)) {
-    {
+    auto sock = open_on(*sid, "reuse");
+    if (sock || sock.error().code != EADDRNOTAVAIL) {
       std::lock_guard lock(mu_);
-      ++counters_.reused;
+      if (sock) ++counters_.reused;
+      return sock;
     }
-    return open_on(*sid, "reuse");
+    retire(*sid);  // a new session (the upgrade below) takes this stream and the next
   }
   {
     std::lock_guard lock(mu_);
@@ -539,7 +549,13 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
         by_address_[addr] = *sid;
         ++counters_.upgraded;
       }
-      return open_on(*sid, "upgrade");
+      // A session known by its server id (reached first at another address) may have run
+      // out of stream ids: retired, and connected again, to a new session this time.
+      auto sock = open_on(*sid, "upgrade");
+      if (sock || sock.error().code != EADDRNOTAVAIL) return sock;
+      retire(*sid);
+      const auto left = std::chrono::duration_cast<Millis>(until - Clock::now());
+      return connect(host, port, timeout < Millis(0) ? timeout : std::max(left, Millis(1)));
     }
     case ClientOutcome::kDeclined: {
       {

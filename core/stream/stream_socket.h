@@ -170,6 +170,9 @@ class StreamNode {
                                                                std::uint16_t port,
                                                                Millis timeout, const char* how);
   std::optional<SessionId> session_for(const std::string& address);
+  // A session that opened all the streams it may is reached by no address or server id
+  // any more: it keeps serving its streams, and the next connect upgrades a new one.
+  void retire(SessionId session);
 
   NodeConfig config_;
   std::shared_ptr<StreamEndpoint> ep_;

@@ -229,6 +229,29 @@ TEST(StreamSession, RandomTransfersNeverStallWhateverTheSendBufferAndSink) {
   }
 }
 
+// Ids are never used twice: a session that opened all it may says so, and goes on carrying
+// its streams; the peer, which takes only ids above the last, is not failed by a wrapped one.
+TEST(StreamSession, ASessionOutOfStreamIdsSaysSoAndKeepsItsStreams) {
+  SessionConfig config;
+  config.max_opens = 3;
+  Pair p(config);
+  std::vector<std::pair<StreamId, StreamId>> ends;
+  for (int i = 0; i < 3; ++i) ends.push_back(connect(p));
+  EXPECT_EQ(p.a.open(80).error(), StreamErrc::kExhausted);
+  EXPECT_EQ(p.a.counters().opened, 3u);
+  std::mt19937 rng(41);
+  const auto data = pattern(200 * 1024, 42);
+  for (auto [ida, idb] : ends) EXPECT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng), data);
+  // The other side's count is its own.
+  p.a.listen(90);
+  auto theirs = p.b.open(90);
+  ASSERT_TRUE(theirs.has_value());
+  p.run();
+  EXPECT_TRUE(p.a.accept(90).has_value());
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+  EXPECT_EQ(config_problem(SessionConfig{.max_opens = 0}), "max_opens must be 1..2^31-1");
+}
+
 TEST(StreamSession, WithoutRegisteredMemoryEverythingIsCopiedAndStillInOrder) {
   Pair p;
   p.regions_a.enabled = false;

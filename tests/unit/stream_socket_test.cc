@@ -114,6 +114,62 @@ TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
   EXPECT_EQ((*listener)->counters().upgraded, 1u) << "one TCP connection was ever upgraded";
 }
 
+// A session that opened all the streams it may (SessionConfig::max_opens; 2^31 - 1 by
+// default) is not reused: the next connect upgrades a new one, and the old one's streams
+// go on.
+TEST(StreamSocket, ASessionOutOfStreamIdsIsReplacedAndItsStreamsGoOn) {
+  NodeConfig config;
+  config.endpoint.session.max_opens = 2;
+  auto server = node();
+  auto client = node(config);
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value()) << listener.error().detail;
+  const std::uint16_t port = (*listener)->port();
+  std::vector<std::unique_ptr<Socket>> clients, servers;
+  for (const char* how : {"upgrade", "reuse", "upgrade", "reuse"}) {
+    auto c = client->connect("127.0.0.1", port, 5s);
+    ASSERT_TRUE(c.has_value()) << c.error().detail;
+    EXPECT_EQ((*c)->how(), how);
+    auto s = (*listener)->accept(5s);
+    ASSERT_TRUE(s.has_value()) << s.error().detail;
+    clients.push_back(std::move(*c));
+    servers.push_back(std::move(*s));
+  }
+  EXPECT_EQ(client->endpoint().sessions().size(), 2u);
+  for (std::size_t i = 0; i < clients.size(); ++i) {
+    const std::string word = "stream " + std::to_string(i);
+    ASSERT_TRUE(clients[i]->send(bytes(word), {.timeout = 5s}));
+    EXPECT_EQ(read_some(*servers[i]), word);
+  }
+  EXPECT_EQ(client->counters().reused, 2u);
+}
+
+// The same, when the spent session is found by the server's id from another name for it
+// ("localhost"): that connect is made again, to a new session.
+TEST(StreamSocket, ASpentSessionFoundByServerIdIsNotUsedForAnotherAddress) {
+  NodeConfig config;
+  config.endpoint.session.max_opens = 1;
+  auto server = node();
+  auto client = node(config);
+  auto listener = server->listen("127.0.0.1", 0);
+  ASSERT_TRUE(listener.has_value()) << listener.error().detail;
+  const std::uint16_t port = (*listener)->port();
+  std::vector<std::unique_ptr<Socket>> ends;
+  for (const char* host : {"127.0.0.1", "localhost"}) {
+    auto c = client->connect(host, port, 5s);
+    ASSERT_TRUE(c.has_value()) << host << ": " << c.error().detail;
+    EXPECT_EQ((*c)->how(), "upgrade");
+    auto s = (*listener)->accept(5s);
+    ASSERT_TRUE(s.has_value()) << s.error().detail;
+    ASSERT_TRUE((*c)->send(bytes(host), {.timeout = 5s}));
+    EXPECT_EQ(read_some(**s), host);
+    ends.push_back(std::move(*c));
+    ends.push_back(std::move(*s));
+  }
+  EXPECT_EQ(client->endpoint().sessions().size(), 2u);
+  EXPECT_EQ(client->counters().sessions, 2u);
+}
+
 TEST(StreamSocket, APlainServerIsReachedAgainByPlainTcpAndRemembered) {
   PlainEcho echo;
   auto client = node();
