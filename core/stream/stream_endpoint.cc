@@ -141,6 +141,7 @@ struct StreamEndpoint::Session : RegionSource {
   // Set once, under `mu`; read without it by sessions() and reap_ended().
   std::atomic<bool> ended = false;
   bool reaped = false;  // its connection closed by reap_ended() (under sessions_mu_)
+  bool retired = false;  // retire(): ends once its last stream is gone (under `mu`)
   // One of the threads blocking() makes wait receives on the session's connection itself
   // (MessageEndpoint::receive), so what it waits for costs no hand-off from the event
   // thread; the others wait on `cv`. `wake` (made on the first receive) ends that receive
@@ -287,12 +288,28 @@ void StreamEndpoint::process(Session& s) {
       }
     }
   }
+  end_if_drained(s);
   if (!any) return;
   s.cv.notify_all();
   // The receiving waiter sleeps in the kernel on the connection: woken when its news came
   // from another thread (one processing the session's messages for it, an application
   // call); what it processes itself it looks at when its receive returns.
   if (s.receiving && receiving_here != &s) set_level(s.wake.get(), s.woken, true);
+}
+
+void StreamEndpoint::end_if_drained(Session& s) {
+  if (s.retired && !s.ended && s.engine.stream_count() == 0) {
+    s.ended = true;
+    drained_ = true;
+  }
+}
+
+void StreamEndpoint::retire(SessionId session) {
+  auto s = find(session);
+  if (!s) return;
+  std::lock_guard lock(s->mu);
+  s->retired = true;
+  end_if_drained(*s);
 }
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
@@ -380,6 +397,7 @@ void StreamEndpoint::stop_listening(std::uint16_t port) {
 
 Expected<StreamRef, StreamErrc> StreamEndpoint::open(SessionId session, std::uint16_t port,
                                                      std::span<const std::uint8_t> first) {
+  if (drained_.exchange(false)) reap_ended();
   auto s = find(session);
   if (!s) return unexpected(StreamErrc::kSessionFailed);
   std::lock_guard lock(s->mu);

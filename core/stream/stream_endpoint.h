@@ -34,6 +34,7 @@
 //   ... the other side: auto sid = ep.connect(uri); auto s = ep.open(*sid, 5201);
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -128,6 +129,10 @@ class StreamEndpoint {
   // next connect() or, serving, within the accept loop's 200 ms, and it is forgotten once
   // the application closed its last stream (until then they answer kSessionFailed).
   std::vector<SessionId> sessions() const;
+  // The session is to open no more streams (its ids ran out: open() said kExhausted): once
+  // its last stream is gone it ends as one whose connection closed does, and the next
+  // connect() closes its connection, freeing its place among max_sessions at both ends.
+  void retire(SessionId session);
   std::optional<SessionCounters> counters(SessionId session) const;
   // The octets one stream costs in memory now: the engine's (StreamSession::stream_bytes:
   // its state and what it holds) and its descriptor's entry here. nullopt: no such stream.
@@ -145,6 +150,7 @@ class StreamEndpoint {
   void on_message(const messaging::Message& m);
   void on_ready(SessionId id);
   void on_end(SessionId id, const std::string& detail);
+  void end_if_drained(Session& s);  // a retired session with no stream left: ended
   void note_incoming(std::uint16_t port);
   // note_incoming(port) if any session has a stream waiting for accept() on it. Takes each
   // session's lock, then sessions_mu_: never called under either.
@@ -185,6 +191,9 @@ class StreamEndpoint {
   std::unique_ptr<transport::Listener> listener_;
   std::thread accept_thread_;
   bool closing_ = false;
+  // A retired session ended (its last stream went): the next open() or connect() closes
+  // its connection. (Where it ends, a handler may be running: no place to wait for a close.)
+  std::atomic<bool> drained_ = false;
 };
 
 }  // namespace rdma_interop::stream

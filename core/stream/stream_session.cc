@@ -164,7 +164,7 @@ std::string_view errc_name(StreamErrc e) {
     case StreamErrc::kInvalid:
       return "invalid";
     case StreamErrc::kExhausted:
-      return "ids_exhausted";
+      return "exhausted";
   }
   return "unknown";
 }
@@ -702,7 +702,7 @@ bool StreamSession::pump_stream(Stream& s) {
       // follows it (a send buffer under the window, or a Write over three quarters of it).
       if (s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
       if (s.shut_wr && s.sent + len == s.app_end) {
-        f.flags = kFlagFin;
+        f.flags |= kFlagFin;
         s.fin_sent = true;
       }
       add_frame(f);
@@ -755,12 +755,21 @@ void StreamSession::send_window(Stream& s, bool force) {
   if (s.error) return;
   const std::uint64_t owed = s.consumed - s.consumed_told;
   if (owed == 0 || (!force && owed < s.window / 4)) return;
+  s.consumed_told = s.consumed;
+  // One WINDOW per stream waits at most: a later one says all an earlier one would. (While
+  // the channel is blocked, a peer marking every small frame TELL would otherwise have us
+  // keep one for each read.)
+  for (auto it = control_.rbegin(); it != control_.rend(); ++it) {
+    if (it->type == FrameType::kWindow && it->stream == s.id) {
+      it->consumed = s.consumed;
+      return;
+    }
+  }
   Frame f;
   f.type = FrameType::kWindow;
   f.stream = s.id;
   f.consumed = s.consumed;
   queue_control(f);
-  s.consumed_told = s.consumed;
 }
 
 void StreamSession::reset_stream(Stream& s, ResetReason why, bool tell_peer) {

@@ -262,7 +262,7 @@ class StreamSession {
   RegionSource& regions_;
   std::unordered_map<StreamId, std::unique_ptr<Stream>> streams_;  // looked up per frame
   std::map<std::uint16_t, std::deque<StreamId>> listening_;
-  std::uint64_t next_id_ = 0;  // wider than an id: the one after the last may be 2^32 + 1
+  std::uint64_t next_id_ = 0;  // wider than an id: the one after the last may be 2^32
   StreamId highest_peer_id_ = 0;
   std::deque<Frame> control_;  // frames waiting for a message, before any data
   std::vector<std::uint8_t> building_;  // the message being filled

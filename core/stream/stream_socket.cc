@@ -432,9 +432,13 @@ std::optional<SessionId> StreamNode::session_for(const std::string& addr) {
 }
 
 void StreamNode::retire(SessionId session) {
-  std::lock_guard lock(mu_);
-  std::erase_if(by_address_, [&](const auto& entry) { return entry.second == session; });
-  std::erase_if(by_endpoint_, [&](const auto& entry) { return entry.second == session; });
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(by_address_, [&](const auto& entry) { return entry.second == session; });
+    std::erase_if(by_endpoint_, [&](const auto& entry) { return entry.second == session; });
+    session_uri_.erase(session);
+  }
+  ep_->retire(session);
 }
 
 Expected<std::unique_ptr<Socket>, SocketError> StreamNode::plain_connect(const std::string& host,
@@ -518,44 +522,48 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
   switch (d.outcome) {
     case ClientOutcome::kUpgrade: {
       fd->reset();
-      std::optional<SessionId> sid;
-      {
-        std::lock_guard lock(mu_);
-        // The server id is the answer's word, not proof: a session is reused only to the
-        // same session URI, so an ANSWER naming another server's id cannot draw that
-        // server's later streams to its own endpoint.
-        if (auto it = by_endpoint_.find(d.answer->server_id); it != by_endpoint_.end()) {
-          const auto uri = session_uri_.find(it->second);
-          const auto sessions = ep_->sessions();
-          if (uri != session_uri_.end() && uri->second == d.answer->uri &&
-              std::find(sessions.begin(), sessions.end(), it->second) != sessions.end()) {
-            sid = it->second;
+      for (;;) {
+        std::optional<SessionId> sid;
+        {
+          std::lock_guard lock(mu_);
+          // The server id is the answer's word, not proof: a session is reused only to the
+          // same session URI, so an ANSWER naming another server's id cannot draw that
+          // server's later streams to its own endpoint.
+          if (auto it = by_endpoint_.find(d.answer->server_id); it != by_endpoint_.end()) {
+            const auto uri = session_uri_.find(it->second);
+            const auto sessions = ep_->sessions();
+            if (uri != session_uri_.end() && uri->second == d.answer->uri &&
+                std::find(sessions.begin(), sessions.end(), it->second) != sessions.end()) {
+              sid = it->second;
+            }
           }
         }
+        const bool fresh = !sid;
+        if (fresh) {
+          auto where = transport::parse_provider_uri(d.answer->uri);
+          if (!where) return unexpected(SocketError{EPROTO, where.error()});
+          auto s = ep_->connect(*where);
+          if (!s) return unexpected(SocketError{ECONNREFUSED, "session to " + d.answer->uri + ": " + s.error()});
+          sid = *s;
+          std::lock_guard lock(mu_);
+          ++counters_.sessions;
+          by_endpoint_[d.answer->server_id] = *sid;
+          session_uri_[*sid] = d.answer->uri;
+        }
+        {
+          std::lock_guard lock(mu_);
+          by_address_[addr] = *sid;
+        }
+        auto sock = open_on(*sid, "upgrade");
+        if (sock) {
+          std::lock_guard lock(mu_);
+          ++counters_.upgraded;
+        }
+        if (sock || fresh || sock.error().code != EADDRNOTAVAIL) return sock;
+        // Found by the server's id (reached first by another name) and spent: retired, so
+        // the next round connects a new session.
+        retire(*sid);
       }
-      if (!sid) {
-        auto where = transport::parse_provider_uri(d.answer->uri);
-        if (!where) return unexpected(SocketError{EPROTO, where.error()});
-        auto s = ep_->connect(*where);
-        if (!s) return unexpected(SocketError{ECONNREFUSED, "session to " + d.answer->uri + ": " + s.error()});
-        sid = *s;
-        std::lock_guard lock(mu_);
-        ++counters_.sessions;
-        by_endpoint_[d.answer->server_id] = *sid;
-        session_uri_[*sid] = d.answer->uri;
-      }
-      {
-        std::lock_guard lock(mu_);
-        by_address_[addr] = *sid;
-        ++counters_.upgraded;
-      }
-      // A session known by its server id (reached first at another address) may have run
-      // out of stream ids: retired, and connected again, to a new session this time.
-      auto sock = open_on(*sid, "upgrade");
-      if (sock || sock.error().code != EADDRNOTAVAIL) return sock;
-      retire(*sid);
-      const auto left = std::chrono::duration_cast<Millis>(until - Clock::now());
-      return connect(host, port, timeout < Millis(0) ? timeout : std::max(left, Millis(1)));
     }
     case ClientOutcome::kDeclined: {
       {

@@ -171,7 +171,8 @@ class StreamNode {
                                                                Millis timeout, const char* how);
   std::optional<SessionId> session_for(const std::string& address);
   // A session that opened all the streams it may is reached by no address or server id
-  // any more: it keeps serving its streams, and the next connect upgrades a new one.
+  // any more, and the next connect upgrades a new one; it serves its streams and ends
+  // after the last (StreamEndpoint::retire).
   void retire(SessionId session);
 
   NodeConfig config_;

@@ -211,6 +211,50 @@ TEST(StreamSession, AWriterWithItsSendBufferFullOfWritesAlreadyReadIsToldSo) {
   EXPECT_TRUE(p.a.send(ida, more).has_value());
 }
 
+// A peer marking every small frame TELL while our channel is blocked gets one WINDOW when
+// it opens, not one per read: what waits for the channel stays bounded.
+TEST(StreamSession, TellMarksWhileTheChannelIsBlockedQueueOneWindow) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  (void)ida;
+  p.b.on_link_blocked();
+  std::uint8_t octet = 0;
+  for (int i = 0; i < 100; ++i) {
+    Frame f;
+    f.type = FrameType::kData;
+    f.flags = kFlagTell;
+    f.stream = idb;
+    const std::uint8_t data[1] = {static_cast<std::uint8_t>(i)};
+    f.data = data;
+    std::vector<std::uint8_t> m;
+    append_frame(m, f);
+    p.b.on_message(m);
+    auto n = p.b.recv(idb, {&octet, 1});
+    ASSERT_TRUE(n.has_value());
+    ASSERT_EQ(*n, 1u);
+    EXPECT_EQ(octet, i);
+  }
+  p.b.on_link_ready();
+  std::vector<SessionOutput> out;
+  p.b.take_outputs(out);
+  int windows = 0;
+  std::uint64_t consumed = 0;
+  for (const SessionOutput& o : out) {
+    if (o.type != SessionOutput::Type::kMessage) continue;
+    FrameReader r(o.message);
+    while (!r.done()) {
+      auto f = r.next();
+      ASSERT_TRUE(f.has_value());
+      if (f->type == FrameType::kWindow) {
+        ++windows;
+        consumed = f->consumed;
+      }
+    }
+  }
+  EXPECT_EQ(windows, 1);
+  EXPECT_EQ(consumed, 100u);
+}
+
 // The same hazard, found by chance: random sends and reads with send buffers from a quarter
 // of the window to all of it.
 TEST(StreamSession, RandomTransfersNeverStallWhateverTheSendBufferAndSink) {

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -116,17 +117,17 @@ TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
 
 // A session that opened all the streams it may (SessionConfig::max_opens; 2^31 - 1 by
 // default) is not reused: the next connect upgrades a new one, and the old one's streams
-// go on.
+// go on; once they are closed it ends, and its connection is closed at both ends.
 TEST(StreamSocket, ASessionOutOfStreamIdsIsReplacedAndItsStreamsGoOn) {
   NodeConfig config;
-  config.endpoint.session.max_opens = 2;
+  config.endpoint.session.max_opens = 3;
   auto server = node();
   auto client = node(config);
   auto listener = server->listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.has_value()) << listener.error().detail;
   const std::uint16_t port = (*listener)->port();
   std::vector<std::unique_ptr<Socket>> clients, servers;
-  for (const char* how : {"upgrade", "reuse", "upgrade", "reuse"}) {
+  for (const char* how : {"upgrade", "reuse", "reuse", "upgrade"}) {
     auto c = client->connect("127.0.0.1", port, 5s);
     ASSERT_TRUE(c.has_value()) << c.error().detail;
     EXPECT_EQ((*c)->how(), how);
@@ -142,6 +143,25 @@ TEST(StreamSocket, ASessionOutOfStreamIdsIsReplacedAndItsStreamsGoOn) {
     EXPECT_EQ(read_some(*servers[i]), word);
   }
   EXPECT_EQ(client->counters().reused, 2u);
+  EXPECT_EQ(client->counters().upgraded, 2u);
+  EXPECT_EQ(client->counters().sessions, 2u);
+  // The first session's streams (the first three) end; then it does.
+  for (std::size_t i = 0; i < 3; ++i) {
+    clients[i].reset();
+    servers[i].reset();
+  }
+  const auto waited = [](const std::function<bool()>& done) {
+    for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
+    return done();
+  };
+  EXPECT_TRUE(waited([&] { return client->endpoint().sessions().size() == 1; }));
+  auto next = client->connect("127.0.0.1", port, 5s);  // closes the ended one's connection
+  ASSERT_TRUE(next.has_value()) << next.error().detail;
+  EXPECT_EQ((*next)->how(), "reuse");
+  EXPECT_TRUE(waited([&] { return server->endpoint().sessions().size() == 1; }))
+      << "the server still has the retired session";
+  ASSERT_TRUE(clients[3]->send(bytes("still"), {.timeout = 5s}));
+  EXPECT_EQ(read_some(*servers[3]), "still");
 }
 
 // The same, when the spent session is found by the server's id from another name for it
