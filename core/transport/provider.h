@@ -170,6 +170,10 @@ class Connection {
   struct PostBatch {
     std::size_t posted = 0;
     std::optional<rdmap::PostError> error;
+    // The device's own call said success though it did not post them all (ibv_post_send
+    // returned 0 with *bad_wr set: libsiw on a full send queue). `posted` and `error` say
+    // what it did; this says it deviated (verbs-check's sq-overflow reports it).
+    bool returned_success = false;
   };
   virtual PostBatch post_sends(std::span<const rdmap::SendWr> wrs) {
     PostBatch r;

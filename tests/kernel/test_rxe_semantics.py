@@ -5,6 +5,9 @@ RC error semantics the XRC liveness probe relies on; XRC itself on siw and rxe.
 client and a forked server through rxe0 (10.9.0.1) inside the guest:
 
 - send-recv, write, read: the data arrives and is verified;
+- sq-overflow: one chain of Writes four times the send queue posts what fits (all of it
+  completes) and is refused with ENOMEM for the rest, as ibv_post_send(3) says (siw returns
+  0 for it and the rest is lost: a FINDING in its column);
 - bad-rkey-read: an RDMA Read of >= 1 octet with a bad rkey completes with a remote access
   error (IBV_WC_REM_ACCESS_ERR);
 - zero-length-read: a zero-length Read is not rkey-checked (IB spec C9-88), so one with a
@@ -118,6 +121,13 @@ def check(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix, name: str) -
 def test_rxe_data_path_verified(rxe_checks: dict[str, Any], kernel_matrix: InteropMatrix,
                                 name: str) -> None:
     check(rxe_checks, kernel_matrix, name)
+
+
+def test_rxe_refuses_what_its_send_queue_cannot_take(rxe_checks: dict[str, Any],
+                                                     kernel_matrix: InteropMatrix) -> None:
+    report = check(rxe_checks, kernel_matrix, "sq-overflow")
+    assert 64 <= report.get("posted", 0) < report.get("chain", 0), report
+    assert report.get("returned_success") is False, report
 
 
 def test_rxe_read_with_bad_rkey_completes_with_remote_access_error(

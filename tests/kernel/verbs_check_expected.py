@@ -5,6 +5,7 @@ RXE_EXPECTED = {
     "send-recv": "verified",
     "write": "verified",
     "read": "verified",
+    "sq-overflow": "refused",
     "bad-rkey-read": "remote_access_error",
     "zero-length-read": "success",
     "dead-peer-read": "retry_exceeded",

@@ -324,6 +324,58 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     return verdict_outcome(*verdict, "65536 octets written and verified by the server", "");
   }
 
+  if (name == "sq-overflow") {
+    // Four times the send queue's depth (ReceiveRing::caps asks 64) of 64-octet Writes into
+    // R, in one ibv_post_send chain: the device must post what fits and refuse the rest.
+    constexpr std::size_t kChain = 256;
+    std::vector<rdmap::SendWr> chain(kChain);
+    for (std::size_t i = 0; i < kChain; ++i) {
+      chain[i].opcode = WrOpcode::kRdmaWrite;
+      chain[i].sge = {reinterpret_cast<std::uint64_t>(local.data() + 64 * i), 64, lkey};
+      chain[i].remote_stag = region.stag;
+      chain[i].remote_addr = region.addr + 64 * i;
+    }
+    transport::Connection::PostBatch batch;
+    auto wcs = link.post_batch_and_wait(chain, batch, why);
+    if (!wcs) return error_outcome("the Writes posted did not all complete: " + why);
+    const auto failed = std::count_if(wcs->begin(), wcs->end(), [](const auto& wc) {
+      return wc.status != WcStatus::kSuccess;
+    });
+    const std::size_t strays = link.strays(300ms);
+    Outcome o;
+    o.extra["chain"] = kChain;
+    o.extra["posted"] = batch.posted;
+    o.extra["returned_success"] = batch.returned_success;
+    const std::string posted = std::to_string(batch.posted) + " of " + std::to_string(kChain);
+    if (batch.returned_success) {
+      // ibv_post_send(3): on failure it returns the errno value and *bad_wr names the first
+      // request not posted. A caller trusting the 0 loses every request from there on:
+      // never executed, never completed.
+      o.got = "refused_with_success";
+      o.detail = "ibv_post_send returned 0 for a chain of " + std::to_string(kChain) +
+                 " Writes on a send queue of 64 asked, yet named request " +
+                 std::to_string(batch.posted) + " as the first not posted; " + posted +
+                 " completed (rdma-core's libsiw: siw_post_send's -ENOMEM is replaced by "
+                 "its doorbell's result)";
+    } else if (batch.error && *batch.error != rdmap::PostError::kQueueFull) {
+      o.got = std::string(rdmap::post_error_name(*batch.error));
+      o.detail = posted + " posted, then refused as " + o.got + ", not for a full queue";
+    } else if (failed > 0 || strays > 0) {
+      o.got = failed > 0 ? "completed_in_error" : "refused_completed";
+      o.detail = posted + " posted; " + std::to_string(failed) + " completed in error, " +
+                 std::to_string(strays) + " completion(s) of refused requests";
+    } else {
+      o.ok = true;
+      o.result = "pass";
+      o.got = batch.error ? "refused" : "all_posted";
+      o.detail = batch.error ? posted + " posted (the queue's room) and completed, the rest "
+                                        "refused: queue full"
+                             : "the queue took all " + std::to_string(kChain) +
+                                   " (deeper than asked) and all completed";
+    }
+    return o;
+  }
+
   if (name == "read") {
     auto wc =
         link.post_and_wait(read_wr(local.data(), kRegionSize, lkey, region.stag, region.addr), why);

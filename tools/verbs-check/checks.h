@@ -13,6 +13,9 @@
 //   send-recv         both Sends verified byte by byte, one each way
 //   write             RDMA Write of 64 KiB into R; the server verifies it
 //   read              RDMA Read of R (64 KiB), verified
+//   sq-overflow       one chain of 256 64-octet Writes on a send queue of 64: what fits is
+//                     posted and completes, the rest is refused (ibv_post_send(3): an errno
+//                     return, *bad_wr at the first not posted) and never completes
 //   bad-rkey-read     RDMA Read of 64 octets with R's rkey, key byte flipped:
 //                     completes with remote_access_error (IB: the responder NAKs an R_Key
 //                     violation; iWARP, RFC 5040 s7: a Terminate for the invalid STag)
@@ -61,6 +64,10 @@ inline constexpr CheckInfo kChecks[] = {
     {"send-recv", "a 4 KiB Send each way, every byte verified", "verified"},
     {"write", "RDMA Write of 64 KiB into the server's region, verified by the server", "verified"},
     {"read", "RDMA Read of the server's 64 KiB region, verified", "verified"},
+    {"sq-overflow",
+     "a chain of Writes four times the send queue: what fits is posted and completes, the rest "
+     "refused",
+     "refused"},
     {"bad-rkey-read", "RDMA Read (64 octets) with a bad rkey completes with remote_access_error",
      "remote_access_error"},
     {"zero-length-read", "zero-length RDMA Read with a bad rkey is not rkey-checked (IB C9-88)",

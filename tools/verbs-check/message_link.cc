@@ -106,6 +106,40 @@ std::optional<rdmap::WorkCompletion> MessageLink::post_and_wait(rdmap::SendWr wr
   return wait_for([id](const rdmap::WorkCompletion& w) { return w.wr_id == id; }, why);
 }
 
+std::optional<std::vector<rdmap::WorkCompletion>> MessageLink::post_batch_and_wait(
+    std::vector<rdmap::SendWr> wrs, transport::Connection::PostBatch& batch, std::string& why) {
+  for (auto& wr : wrs) {
+    wr.wr_id = next_wr_id_++;
+    wr.signaled = true;
+  }
+  batch = c_.post_sends(wrs);
+  std::vector<rdmap::WorkCompletion> done;
+  for (std::size_t i = 0; i < batch.posted; ++i) {
+    const std::uint64_t id = wrs[i].wr_id;
+    auto wc = wait_for([id](const rdmap::WorkCompletion& w) { return w.wr_id == id; }, why);
+    if (!wc) {
+      why = "request " + std::to_string(i) + " of the " + std::to_string(batch.posted) +
+            " posted: " + why;
+      return std::nullopt;
+    }
+    done.push_back(*wc);
+  }
+  return done;
+}
+
+std::size_t MessageLink::strays(std::chrono::milliseconds wait) {
+  const auto until = Clock::now() + wait;
+  while (Clock::now() < until) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    for (auto& w : c_.poll_completions(16, std::max(left, std::chrono::milliseconds(1)))) {
+      stash_.push_back(w);
+    }
+  }
+  return static_cast<std::size_t>(std::count_if(
+      stash_.begin(), stash_.end(),
+      [](const rdmap::WorkCompletion& w) { return w.opcode != rdmap::WcOpcode::kRecv; }));
+}
+
 std::optional<rdmap::WorkCompletion> MessageLink::wait_for(
     const std::function<bool(const rdmap::WorkCompletion&)>& want, std::string& why) {
   for (;;) {

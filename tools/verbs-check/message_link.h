@@ -56,6 +56,14 @@ class MessageLink {
   // Posts `wr` (signaled, with a fresh wr_id) and returns its completion, whatever its
   // status. nullopt: not posted or no completion by the deadline (`why` says).
   std::optional<rdmap::WorkCompletion> post_and_wait(rdmap::SendWr wr, std::string& why);
+  // Posts `wrs` as one batch (signaled, fresh wr_ids; `batch` is what post_sends said) and
+  // returns the completions of the ones posted, in their order, whatever their status.
+  // nullopt: one of them did not complete by the deadline (`why` says).
+  std::optional<std::vector<rdmap::WorkCompletion>> post_batch_and_wait(
+      std::vector<rdmap::SendWr> wrs, transport::Connection::PostBatch& batch, std::string& why);
+  // Completions of requests nobody waits for that come within `wait` (a refused request's
+  // would be one).
+  std::size_t strays(std::chrono::milliseconds wait);
 
   transport::Connection& connection() { return c_; }
   Clock::time_point deadline() const { return deadline_; }

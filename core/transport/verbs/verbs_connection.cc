@@ -405,6 +405,7 @@ Connection::PostBatch VerbsConnectionState::post_sends(std::span<const rdmap::Se
   r.posted = bad_in_chain ? static_cast<std::size_t>(bad - chain.data()) : 0;
   sq_.erase(sq_.end() - static_cast<std::ptrdiff_t>(wrs.size() - r.posted), sq_.end());
   r.error = rc != 0 ? post_error_from(rc) : rdmap::PostError::kQueueFull;
+  r.returned_success = rc == 0;
   return r;
 }
 
