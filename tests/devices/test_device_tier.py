@@ -70,8 +70,9 @@ def test_device_matrix(lab_hosts: list[SshHost]) -> None:
     print(matrix.render_text())
     assert matrix.schedule == [[("node1", "node2")], [("node2", "node1")]]
     cells = {(c.group, c.initiator, c.responder): c for c in matrix.cells}
-    # siw's two known RC deviations (a bad-rkey Read flushed, not remote_access_error; a Read
-    # to a dead peer neither run nor flushed) are FINDINGs of verbs-check, with evidence.
+    # siw's known deviations (a bad-rkey Read flushed, not remote_access_error; a Read to a
+    # dead peer neither run nor flushed; success for a partly posted chain, sq-overflow) are
+    # FINDINGs of verbs-check, with evidence.
     # Open problem (issue 18's note): between two siw nodes some of verbs-check's connects
     # fail in setup (RDMA_CM_EVENT_CONNECT_ERROR -22, or refused while the serve listens),
     # most often after the dead-peer checks; such a cell is a FAIL that must say so.

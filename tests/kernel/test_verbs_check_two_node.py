@@ -8,9 +8,10 @@
   teardown of the dead process's queue pair is what the client then observes.
 - siw: the guest has one iWARP device, so the pair runs through siw0's loopback
   (10.0.2.15 both ends). siw keeps the data path, the zero-length Read and the liveness
-  probe; its two documented deviations (test_verbs_in_guest.py: a bad-rkey Read flushed
-  instead of remote_access_error, a Read to a dead peer neither run nor flushed) must show
-  up here as the same device answers (fail), never as a harness error.
+  probe; its documented deviations (test_verbs_in_guest.py: a bad-rkey Read flushed instead
+  of remote_access_error, a Read to a dead peer neither run nor flushed, success returned
+  for a partly posted chain) must show up here as the same device answers (fail), never as
+  a harness error.
 - Neither side may hang without the other: a client with no serve ends each check in
   "error" within --timeout, a serve with no client gives up on each check after --timeout
   and exits 1.
@@ -47,7 +48,7 @@ KILLING_CHECKS = {"dead-peer-read", "dead-peer-bad-rkey-read", "liveness-probe"}
 SIW_KEEPS = {"send-recv", "write", "read", "zero-length-read", "liveness-probe"}
 #: The seconds each check may take (--timeout), on both sides.
 CHECK_TIMEOUT_S = 15
-#: A whole run: the eight checks take ~15 s on rxe, ~30 s on siw under TCG.
+#: A whole run: the nine checks take ~15 s on rxe, ~30 s on siw under TCG.
 RUN_TIMEOUT_S = 240
 
 

@@ -4,8 +4,9 @@ and rxe0, and verbs-check's RC error semantics on siw (rxe: test_rxe_semantics.p
 The unit tests (tests/unit/verbs_provider_test.cc) skip on a host without RDMA; here they
 run through a real device, so every one of them must pass and none may skip.
 
-On siw, verbs-check finds two ways the kernel breaks the verbs contract; they are FINDINGs
-in the matrix (one cell per check, column verbs@siw, beside rxe's), the checks that siw does
+On siw, verbs-check finds three ways siw breaks the verbs contract (a bad-rkey Read flushed,
+a Read to a dead peer neither run nor flushed, and libsiw's success for a chain its send
+queue took only part of: sq-overflow); they are FINDINGs in the matrix (one cell per check, column verbs@siw, beside rxe's), the checks that siw does
 keep are assertions.
 """
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 
 import pytest
 
-from rdma_interop.device_groups import PairContext, perftest_figure
+from rdma_interop.device_groups import VERBS_CHECKS, PairContext, perftest_figure
 from rdma_interop.device_matrix import DeviceCell, DeviceMatrix, NodeInventory
 from rdma_interop.device_tier import usable_devices
 from rdma_interop.lab_schedule import estimate, round_robin
+
+from tests.support.tools import tool_or_skip
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 12, 13, 48])
@@ -96,3 +99,11 @@ def test_device_tables_fit_100_columns_or_fold_and_findings_fail_only_strict_jun
     assert m.ok() and not m.ok(strict=True)
     assert m.to_junit().getroot().find(".//failure") is None
     assert len(m.to_junit(strict=True).getroot().findall(".//failure")) == 6
+
+
+def test_the_judges_count_of_verbs_checks_is_the_tools() -> None:
+    """A verbs-check run that reports fewer than VERBS_CHECKS results did not finish: the
+    count must be the tool's own (one line per check in --list)."""
+    listed = subprocess.run([str(tool_or_skip("verbs-check")), "--list"], capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    assert VERBS_CHECKS == len(listed), listed

@@ -325,9 +325,10 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
   }
 
   if (name == "sq-overflow") {
-    // Four times the send queue's depth (ReceiveRing::caps asks 64) of 64-octet Writes into
-    // R, in one ibv_post_send chain: the device must post what fits and refuse the rest.
-    constexpr std::size_t kChain = 256;
+    // Four times the send queue's depth of 64-octet Writes into R, in one ibv_post_send
+    // chain: the device must post what fits (at least the depth asked) and refuse the rest.
+    const std::size_t depth = ReceiveRing::kSendDepth;
+    const std::size_t kChain = 4 * depth;
     std::vector<rdmap::SendWr> chain(kChain);
     for (std::size_t i = 0; i < kChain; ++i) {
       chain[i].opcode = WrOpcode::kRdmaWrite;
@@ -353,13 +354,18 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       // never executed, never completed.
       o.got = "refused_with_success";
       o.detail = "ibv_post_send returned 0 for a chain of " + std::to_string(kChain) +
-                 " Writes on a send queue of 64 asked, yet named request " +
+                 " Writes on a send queue of " + std::to_string(depth) +
+                 " asked, yet named request " +
                  std::to_string(batch.posted) + " as the first not posted; " + posted +
                  " completed (rdma-core's libsiw: siw_post_send's -ENOMEM is replaced by "
                  "its doorbell's result)";
     } else if (batch.error && *batch.error != rdmap::PostError::kQueueFull) {
       o.got = std::string(rdmap::post_error_name(*batch.error));
       o.detail = posted + " posted, then refused as " + o.got + ", not for a full queue";
+    } else if (batch.posted < depth) {
+      o.got = "refused_early";
+      o.detail = posted + " posted before the refusal, on a send queue of " +
+                 std::to_string(depth) + " asked and empty";
     } else if (failed > 0 || strays > 0) {
       o.got = failed > 0 ? "completed_in_error" : "refused_completed";
       o.detail = posted + " posted; " + std::to_string(failed) + " completed in error, " +

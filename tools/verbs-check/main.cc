@@ -79,6 +79,10 @@ CHECKS (all by default, in this order; --check picks some)
   send-recv         a 4 KiB Send each way, every byte verified
   write             RDMA Write of 64 KiB into the server's region; the server verifies it
   read              RDMA Read of the server's 64 KiB region, verified
+  sq-overflow       one chain of 64-octet Writes four times the send queue (64 asked): what
+                    fits (at least the 64) must be posted and complete, the rest be refused
+                    (ibv_post_send(3): an errno return, *bad_wr at the first not posted) and
+                    never complete; a device that took them all passes as all_posted
   bad-rkey-read     RDMA Read of 64 octets with a bad rkey (the region's, key byte flipped)
                     must complete with remote_access_error
   zero-length-read  a zero-length RDMA Read with that bad rkey must succeed: the rkey of a
@@ -104,8 +108,8 @@ OUTPUT
 Without --json, one line per check: PASS/FAIL/ERROR, the name, expected and observed
 status, and what happened. With --json, one JSON object per check and line:
   {"check":"bad-rkey-read","ok":true,"result":"pass","expected":"remote_access_error",
-   "got":"remote_access_error","detail":"...","address":"10.0.2.15","port":7474,
-   "uri":"verbs://10.0.2.15:7474","negotiated":{"ird":16,"ord":16},"server":"exit 0",
+   "got":"remote_access_error","detail":"...","address":"10.0.2.15","port":7475,
+   "uri":"verbs://10.0.2.15:7475","negotiated":{"ird":16,"ord":16},"server":"exit 0",
    "device":"rxe0","transport":"roce","elapsed_ms":41.2}
 "result" is pass, fail (the device answered otherwise: "got" says how) or error (the check
 could not run: no device, connection refused...); "ok" is true only for pass. With --peer
@@ -114,7 +118,7 @@ the line also has "peer" (the serve's address), "address" is the local one, and 
 
 With --serve, one line per served check: SERVED or ERROR, the name, the port, how its
 server ended, and the client; with --json one object per check and line:
-  {"check":"dead-peer-read","port":7476,"address":"10.9.0.1","ok":true,"result":"pass",
+  {"check":"dead-peer-read","port":7477,"address":"10.9.0.1","ok":true,"result":"pass",
    "expected":"killed as requested","server":"killed as requested",
    "client":"10.9.0.2:39210","detail":"...","device":"rxe0","transport":"roce",
    "elapsed_ms":2210.5}

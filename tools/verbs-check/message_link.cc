@@ -12,7 +12,7 @@ constexpr auto kSlice = std::chrono::milliseconds(50);
 
 transport::QpCaps ReceiveRing::caps() {
   transport::QpCaps caps;
-  caps.max_send_wr = 64;
+  caps.max_send_wr = kSendDepth;
   caps.max_recv_wr = 64;
   for (std::size_t i = 0; i < kSlots; ++i) {
     caps.initial_recvs.push_back({kFirstWrId + i, slot(i), static_cast<std::uint32_t>(kSlotSize)});
@@ -129,15 +129,15 @@ std::optional<std::vector<rdmap::WorkCompletion>> MessageLink::post_batch_and_wa
 
 std::size_t MessageLink::strays(std::chrono::milliseconds wait) {
   const auto until = Clock::now() + wait;
+  std::size_t count = 0;
   while (Clock::now() < until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
     for (auto& w : c_.poll_completions(16, std::max(left, std::chrono::milliseconds(1)))) {
-      stash_.push_back(w);
+      if (w.opcode != rdmap::WcOpcode::kRecv) ++count;
+      stash_.push_back(w);  // a receive is still the link's to take
     }
   }
-  return static_cast<std::size_t>(std::count_if(
-      stash_.begin(), stash_.end(),
-      [](const rdmap::WorkCompletion& w) { return w.opcode != rdmap::WcOpcode::kRecv; }));
+  return count;
 }
 
 std::optional<rdmap::WorkCompletion> MessageLink::wait_for(

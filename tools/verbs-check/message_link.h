@@ -27,6 +27,7 @@ class ReceiveRing {
   static constexpr std::size_t kSlots = 4;
   static constexpr std::size_t kSlotSize = 4096;
   static constexpr std::uint64_t kFirstWrId = 1;
+  static constexpr std::uint32_t kSendDepth = 64;  // the connection's max_send_wr (caps())
   ReceiveRing() : bytes_(kSlots * kSlotSize, 0) {}
   transport::QpCaps caps();
   std::uint8_t* slot(std::size_t i) { return bytes_.data() + i * kSlotSize; }
@@ -61,8 +62,8 @@ class MessageLink {
   // nullopt: one of them did not complete by the deadline (`why` says).
   std::optional<std::vector<rdmap::WorkCompletion>> post_batch_and_wait(
       std::vector<rdmap::SendWr> wrs, transport::Connection::PostBatch& batch, std::string& why);
-  // Completions of requests nobody waits for that come within `wait` (a refused request's
-  // would be one).
+  // How many completions of requests (not receives) come within `wait`: after every posted
+  // request's completion was taken, a refused request's would be one.
   std::size_t strays(std::chrono::milliseconds wait);
 
   transport::Connection& connection() { return c_; }

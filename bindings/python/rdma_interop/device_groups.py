@@ -244,8 +244,9 @@ def _exchange_judge(ctx: PairContext, out: Outcome) -> Verdict:
                    if isinstance(doc.get("negotiated"), Mapping) else None)
 
 
-#: verbs-check's checks (its CHECKS list): a run that reports fewer did not finish.
-VERBS_CHECKS = 8
+#: verbs-check's checks (kChecks in tools/verbs-check/checks.h, ``verbs-check --list``): a
+#: run that reports fewer did not finish.
+VERBS_CHECKS = 9
 
 
 def _verbs_check_judge(ctx: PairContext, out: Outcome) -> Verdict:

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <span>
 
@@ -36,9 +37,9 @@ std::string_view op_name(rdmap::WcOpcode op) {
 }
 
 // ibv_post_send(3) returns an errno value; libsiw returns it negated (-ENOMEM), and some
-// providers return -1 with errno set.
-rdmap::PostError post_error_from(int rc) {
-  if (rc == -1) rc = errno;
+// providers return -1 with errno set (`err`: errno as the call left it).
+rdmap::PostError post_error_from(int rc, int err = 0) {
+  if (rc == -1 && err != 0) rc = err;
   if (rc < 0) rc = -rc;
   switch (rc) {
     case ENOMEM:
@@ -392,7 +393,11 @@ Connection::PostBatch VerbsConnectionState::post_sends(std::span<const rdmap::Se
   // contract on failure: the requests before *bad were posted, it and those after were not.
   ibv_send_wr* bad = nullptr;
   const int rc = ibv_post_send(qp_->qp(), chain.data(), &bad);
-  const bool bad_in_chain = bad >= chain.data() && bad < chain.data() + chain.size();
+  const int err = errno;
+  // As integers: `bad` may be null or anything a provider left there.
+  const auto at = reinterpret_cast<std::uintptr_t>(bad);
+  const auto first = reinterpret_cast<std::uintptr_t>(chain.data());
+  const bool bad_in_chain = at >= first && at < first + chain.size() * sizeof(ibv_send_wr);
   if (rc == 0 && !bad_in_chain) {
     r.posted = wrs.size();
     return r;
@@ -402,9 +407,11 @@ Connection::PostBatch VerbsConnectionState::post_sends(std::span<const rdmap::Se
   // the doorbell it then rings). Taken at its word, the requests from *bad on were lost:
   // never executed, never completed (64 on an 8-deep queue: 8 completions, measured on
   // siw0; rxe0 returns ENOMEM as the man page says).
-  r.posted = bad_in_chain ? static_cast<std::size_t>(bad - chain.data()) : 0;
+  r.posted = bad_in_chain ? (at - first) / sizeof(ibv_send_wr) : 0;
   sq_.erase(sq_.end() - static_cast<std::ptrdiff_t>(wrs.size() - r.posted), sq_.end());
-  r.error = rc != 0 ? post_error_from(rc) : rdmap::PostError::kQueueFull;
+  // A 0 return does not say why: libsiw's doorbell also replaces the -EINVAL of a request
+  // it cannot encode. A full queue is the likely cause, not a known one.
+  r.error = rc != 0 ? post_error_from(rc, err) : rdmap::PostError::kQueueFull;
   r.returned_success = rc == 0;
   return r;
 }
@@ -421,8 +428,9 @@ std::optional<rdmap::PostError> VerbsConnectionState::post_recv(const rdmap::Rec
   rq_.push_back({seq, wr.wr_id, rdmap::WcOpcode::kRecv, wr.sge.length});
   ibv_recv_wr* bad = nullptr;
   if (const int rc = ibv_post_recv(qp_->qp(), &w, &bad); rc != 0) {
+    const int err = errno;
     rq_.pop_back();
-    return post_error_from(rc);
+    return post_error_from(rc, err);
   }
   return std::nullopt;
 }
