@@ -115,6 +115,25 @@ TEST(StreamSocket, TwoNodesUpgradeAndTheSecondConnectReusesTheSession) {
   EXPECT_EQ((*listener)->counters().upgraded, 1u) << "one TCP connection was ever upgraded";
 }
 
+// A stream from `client` to `listener`'s port at `host`, opened the way `how` says, and its
+// accepted end; both null (and the test failed) when a step did not work.
+std::pair<std::unique_ptr<Socket>, std::unique_ptr<Socket>> connected(
+    StreamNode& client, StreamListener& listener, const std::string& host,
+    const std::string& how) {
+  auto c = client.connect(host, listener.port(), 5s);
+  if (!c) {
+    ADD_FAILURE() << host << ": " << c.error().detail;
+    return {};
+  }
+  EXPECT_EQ((*c)->how(), how) << host;
+  auto s = listener.accept(5s);
+  if (!s) {
+    ADD_FAILURE() << "accept: " << s.error().detail;
+    return {};
+  }
+  return {std::move(*c), std::move(*s)};
+}
+
 // A session that opened all the streams it may (SessionConfig::max_opens; 2^31 - 1 by
 // default) is not reused: the next connect upgrades a new one, and the old one's streams
 // go on; once they are closed it ends, and its connection is closed at both ends.
@@ -128,13 +147,10 @@ TEST(StreamSocket, ASessionOutOfStreamIdsIsReplacedAndItsStreamsGoOn) {
   const std::uint16_t port = (*listener)->port();
   std::vector<std::unique_ptr<Socket>> clients, servers;
   for (const char* how : {"upgrade", "reuse", "reuse", "upgrade"}) {
-    auto c = client->connect("127.0.0.1", port, 5s);
-    ASSERT_TRUE(c.has_value()) << c.error().detail;
-    EXPECT_EQ((*c)->how(), how);
-    auto s = (*listener)->accept(5s);
-    ASSERT_TRUE(s.has_value()) << s.error().detail;
-    clients.push_back(std::move(*c));
-    servers.push_back(std::move(*s));
+    auto [c, s] = connected(*client, **listener, "127.0.0.1", how);
+    ASSERT_TRUE(c && s);
+    clients.push_back(std::move(c));
+    servers.push_back(std::move(s));
   }
   EXPECT_EQ(client->endpoint().sessions().size(), 2u);
   for (std::size_t i = 0; i < clients.size(); ++i) {
@@ -173,18 +189,14 @@ TEST(StreamSocket, ASpentSessionFoundByServerIdIsNotUsedForAnotherAddress) {
   auto client = node(config);
   auto listener = server->listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.has_value()) << listener.error().detail;
-  const std::uint16_t port = (*listener)->port();
   std::vector<std::unique_ptr<Socket>> ends;
   for (const char* host : {"127.0.0.1", "localhost"}) {
-    auto c = client->connect(host, port, 5s);
-    ASSERT_TRUE(c.has_value()) << host << ": " << c.error().detail;
-    EXPECT_EQ((*c)->how(), "upgrade");
-    auto s = (*listener)->accept(5s);
-    ASSERT_TRUE(s.has_value()) << s.error().detail;
-    ASSERT_TRUE((*c)->send(bytes(host), {.timeout = 5s}));
-    EXPECT_EQ(read_some(**s), host);
-    ends.push_back(std::move(*c));
-    ends.push_back(std::move(*s));
+    auto [c, s] = connected(*client, **listener, host, "upgrade");
+    ASSERT_TRUE(c && s);
+    ASSERT_TRUE(c->send(bytes(host), {.timeout = 5s}));
+    EXPECT_EQ(read_some(*s), host);
+    ends.push_back(std::move(c));
+    ends.push_back(std::move(s));
   }
   EXPECT_EQ(client->endpoint().sessions().size(), 2u);
   EXPECT_EQ(client->counters().sessions, 2u);
