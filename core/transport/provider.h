@@ -135,6 +135,10 @@ struct ConnectionInfo {
   wire::MpaFrame sent_frame;
   wire::MpaFrame received_frame;
   bool fell_back_to_revision1 = false;  // the initiator retried in revision 1
+  // The send queue's depth the connection was given: QpCaps::max_send_wr, or more where a
+  // device rounds it up (ibv_create_qp(3) writes back "greater than or equal to the values
+  // requested"). Past it, a post is refused as kQueueFull.
+  std::uint32_t send_queue_depth = 0;
 };
 
 enum class ConnectionState : std::uint8_t { kConnected, kError, kClosed };

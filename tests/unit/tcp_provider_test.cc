@@ -369,6 +369,8 @@ TEST_F(TcpProviderTest, Revision2EstablishesWithTheSameParametersOnBothSides) {
   EXPECT_EQ(i.sent_frame, r.received_frame);
   EXPECT_EQ(r.sent_frame, i.received_frame);
   EXPECT_FALSE(i.fell_back_to_revision1);
+  EXPECT_EQ(i.send_queue_depth, QpCaps{}.max_send_wr) << "granted as asked";
+  EXPECT_EQ(r.send_queue_depth, QpCaps{}.max_send_wr);
   send_and_verify(*initiator_, *responder_, 100, 1);
   send_and_verify(*responder_, *initiator_, 100, 2);
 }

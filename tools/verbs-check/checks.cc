@@ -326,15 +326,21 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
 
   if (name == "sq-overflow") {
     // Four times the send queue's depth of 64-octet Writes into R, in one ibv_post_send
-    // chain: the device must post what fits (at least the depth asked) and refuse the rest.
-    const std::size_t depth = ReceiveRing::kSendDepth;
+    // chain: the device must post what fits (at least the depth it granted) and refuse the
+    // rest. Four times the granted depth, not the asked: a device that rounds the queue up
+    // (ibv_create_qp(3) allows it) would otherwise take a chain of four times the asked
+    // whole, and its refusal would go untested.
+    const std::size_t asked = ReceiveRing::kSendDepth;
+    const std::size_t depth = std::max<std::size_t>(c.info().send_queue_depth, asked);
     const std::size_t kChain = 4 * depth;
     std::vector<rdmap::SendWr> chain(kChain);
     for (std::size_t i = 0; i < kChain; ++i) {
+      // Past R's end the Writes wrap: which octets they overwrite does not matter here.
+      const std::size_t at = (64 * i) % kRegionSize;
       chain[i].opcode = WrOpcode::kRdmaWrite;
-      chain[i].sge = {reinterpret_cast<std::uint64_t>(local.data() + 64 * i), 64, lkey};
+      chain[i].sge = {reinterpret_cast<std::uint64_t>(local.data() + at), 64, lkey};
       chain[i].remote_stag = region.stag;
-      chain[i].remote_addr = region.addr + 64 * i;
+      chain[i].remote_addr = region.addr + at;
     }
     transport::Connection::PostBatch batch;
     auto wcs = link.post_batch_and_wait(chain, batch, why);
@@ -345,17 +351,20 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     const std::size_t strays = link.strays(300ms);
     Outcome o;
     o.extra["chain"] = kChain;
+    o.extra["asked"] = asked;
+    o.extra["granted"] = depth;
     o.extra["posted"] = batch.posted;
     o.extra["returned_success"] = batch.returned_success;
     const std::string posted = std::to_string(batch.posted) + " of " + std::to_string(kChain);
+    const std::string queue = "a send queue of " + std::to_string(depth) + " granted (" +
+                              std::to_string(asked) + " asked)";
     if (batch.returned_success) {
       // ibv_post_send(3): on failure it returns the errno value and *bad_wr names the first
       // request not posted. A caller trusting the 0 loses every request from there on:
       // never executed, never completed.
       o.got = "refused_with_success";
       o.detail = "ibv_post_send returned 0 for a chain of " + std::to_string(kChain) +
-                 " Writes on a send queue of " + std::to_string(depth) +
-                 " asked, yet named request " +
+                 " Writes on " + queue + ", yet named request " +
                  std::to_string(batch.posted) + " as the first not posted; " + posted +
                  " completed (rdma-core's libsiw: siw_post_send's -ENOMEM is replaced by "
                  "its doorbell's result)";
@@ -364,8 +373,7 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.detail = posted + " posted, then refused as " + o.got + ", not for a full queue";
     } else if (batch.posted < depth) {
       o.got = "refused_early";
-      o.detail = posted + " posted before the refusal, on a send queue of " +
-                 std::to_string(depth) + " asked and empty";
+      o.detail = posted + " posted before the refusal, on " + queue + " and empty";
     } else if (failed > 0 || strays > 0) {
       o.got = failed > 0 ? "completed_in_error" : "refused_completed";
       o.detail = posted + " posted; " + std::to_string(failed) + " completed in error, " +
@@ -376,8 +384,8 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
       o.got = batch.error ? "refused" : "all_posted";
       o.detail = batch.error ? posted + " posted (the queue's room) and completed, the rest "
                                         "refused: queue full"
-                             : "the queue took all " + std::to_string(kChain) +
-                                   " (deeper than asked) and all completed";
+                             : "the queue took all " + std::to_string(kChain) + " on " +
+                                   queue + " and all completed";
     }
     return o;
   }

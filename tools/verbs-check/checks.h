@@ -13,9 +13,10 @@
 //   send-recv         both Sends verified byte by byte, one each way
 //   write             RDMA Write of 64 KiB into R; the server verifies it
 //   read              RDMA Read of R (64 KiB), verified
-//   sq-overflow       one chain of 256 64-octet Writes on a send queue of 64: what fits is
-//                     posted and completes, the rest is refused (ibv_post_send(3): an errno
-//                     return, *bad_wr at the first not posted) and never completes
+//   sq-overflow       one chain of 64-octet Writes four times the send queue the device
+//                     granted (64 asked, more if it rounds up): what fits is posted and
+//                     completes, the rest is refused (ibv_post_send(3): an errno return,
+//                     *bad_wr at the first not posted) and never completes
 //   bad-rkey-read     RDMA Read of 64 octets with R's rkey, key byte flipped:
 //                     completes with remote_access_error (IB: the responder NAKs an R_Key
 //                     violation; iWARP, RFC 5040 s7: a Terminate for the invalid STag)

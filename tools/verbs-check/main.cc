@@ -79,8 +79,9 @@ CHECKS (all by default, in this order; --check picks some)
   send-recv         a 4 KiB Send each way, every byte verified
   write             RDMA Write of 64 KiB into the server's region; the server verifies it
   read              RDMA Read of the server's 64 KiB region, verified
-  sq-overflow       one chain of 64-octet Writes four times the send queue (64 asked): what
-                    fits (at least the 64) must be posted and complete, the rest be refused
+  sq-overflow       one chain of 64-octet Writes four times the send queue the device
+                    granted (64 asked; ibv_create_qp may grant more): what fits (at least
+                    the granted depth) must be posted and complete, the rest be refused
                     (ibv_post_send(3): an errno return, *bad_wr at the first not posted) and
                     never complete; a device that took them all passes as all_posted
   bad-rkey-read     RDMA Read of 64 octets with a bad rkey (the region's, key byte flipped)

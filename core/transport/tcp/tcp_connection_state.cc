@@ -69,7 +69,10 @@ TcpConnectionState::TcpConnectionState(runtime::EventLoop& loop, runtime::Fd fd,
                                        ConnectionInfo info, cm::Handover handover,
                                        const QpCaps& caps, std::vector<std::uint8_t> unsent)
     : loop_(loop),
-      info_(std::move(info)),
+      info_([&] {
+        info.send_queue_depth = caps.max_send_wr;  // no device to round it
+        return std::move(info);
+      }()),
       cq_(caps.cq ? caps.cq : std::make_shared<CompletionQueue>()),
       own_cq_(!caps.cq),
       endpoint_(handover.params, handover.sequence, registry_, limits_of(caps, handover.tx_options),

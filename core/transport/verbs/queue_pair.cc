@@ -71,6 +71,14 @@ Expected<std::unique_ptr<QueuePair>, std::string> QueuePair::create(rdma_cm_id* 
   if (rdma_create_qp(id, qp->pd_, &init) != 0) {
     return unexpected("rdma_create_qp failed: " + errno_sentence(errno));
   }
+  // rdma_create_qp writes back what it was told (rxe: 8 asked, 8 said), ibv_query_qp what
+  // the device made (rxe rounds its ring: 15). Posting stops at the latter.
+  qp->send_depth_ = init.cap.max_send_wr;
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr made{};
+  if (ibv_query_qp(id->qp, &attr, IBV_QP_CAP, &made) == 0) {
+    qp->send_depth_ = std::max(qp->send_depth_, attr.cap.max_send_wr);
+  }
   return qp;
 }
 

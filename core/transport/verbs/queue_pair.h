@@ -51,6 +51,9 @@ class QueuePair {
   ibv_comp_channel* channel() const { return channel_; }
   ibv_qp* qp() const { return id_->qp; }
   const DeviceLimits& limits() const { return limits_; }
+  // The send queue's depth the device granted: what was asked, or more (a device may round
+  // its ring up).
+  std::uint32_t send_depth() const { return send_depth_; }
 
  private:
   explicit QueuePair(rdma_cm_id* id) : id_(id) {}
@@ -60,6 +63,7 @@ class QueuePair {
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  std::uint32_t send_depth_ = 0;
 };
 
 }  // namespace rdma_interop::transport::verbs

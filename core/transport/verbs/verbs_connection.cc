@@ -299,6 +299,7 @@ void VerbsConnectionState::on_established(const CmEvent& e) {
   info_.params = p;
   info_.local_address = format_sockaddr(rdma_get_local_addr(id_));
   info_.peer_address = format_sockaddr(rdma_get_peer_addr(id_));
+  info_.send_queue_depth = qp_->send_depth();
   if (active) {
     info_.sent_frame = synthesized_frame(wire::MpaFrameKind::kRequest, setup_.sent_private_data);
     info_.received_frame = synthesized_frame(wire::MpaFrameKind::kReply, e.private_data);
