@@ -300,16 +300,35 @@ void StreamEndpoint::process(Session& s) {
 void StreamEndpoint::end_if_drained(Session& s) {
   if (s.retired && !s.ended && s.engine.stream_count() == 0) {
     s.ended = true;
+    std::lock_guard lock(sessions_mu_);  // a session's lock, then sessions_mu_
     drained_ = true;
+    reap_cv_.notify_all();
   }
 }
 
 void StreamEndpoint::retire(SessionId session) {
   auto s = find(session);
   if (!s) return;
+  {
+    std::lock_guard lock(sessions_mu_);
+    if (closing_) return;
+    if (!reaper_.joinable()) reaper_ = std::thread([this] { reap_loop(); });
+  }
   std::lock_guard lock(s->mu);
   s->retired = true;
   end_if_drained(*s);
+}
+
+void StreamEndpoint::reap_loop() {
+  std::unique_lock lock(sessions_mu_);
+  for (;;) {
+    reap_cv_.wait(lock, [&] { return closing_ || drained_; });
+    if (closing_) return;
+    drained_ = false;
+    lock.unlock();
+    reap_ended();
+    lock.lock();
+  }
 }
 
 void StreamEndpoint::note_incoming(std::uint16_t port) {
@@ -701,8 +720,10 @@ void StreamEndpoint::close() {
     std::lock_guard lock(sessions_mu_);
     if (closing_) return;
     closing_ = true;
+    reap_cv_.notify_all();
   }
   incoming_cv_.notify_all();
+  if (reaper_.joinable()) reaper_.join();  // before the channel closes: it closes peers
   // Receiving waiters leave their receive now, and wait on `cv` from here on: the channel's
   // close waits for receives.
   std::vector<std::shared_ptr<Session>> all;  // the ended ones too: a waiter may be on one

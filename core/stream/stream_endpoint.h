@@ -156,6 +156,7 @@ class StreamEndpoint {
   // session's lock, then sessions_mu_: never called under either.
   void note_if_waiting(std::uint16_t port);
   void accept_loop();
+  void reap_loop();  // the reaper: reap_ended() whenever a retired session ends
   // Closes the channel's peer of each ended session (once) and forgets the ended sessions
   // with no stream left. Not from a handler (close_peer waits for the provider's thread).
   void reap_ended();
@@ -191,9 +192,13 @@ class StreamEndpoint {
   std::unique_ptr<transport::Listener> listener_;
   std::thread accept_thread_;
   bool closing_ = false;
-  // A retired session ended (its last stream went): the next open() or connect() closes
-  // its connection. (Where it ends, a handler may be running: no place to wait for a close.)
+  // A retired session ended (its last stream went): the reaper closes its connection, or
+  // the next open() or connect() if it comes first. (Where it ends, a handler may be
+  // running: no place to wait for a close.) The reaper is made by the first retire(): an
+  // endpoint that never runs out of stream ids has none.
   std::atomic<bool> drained_ = false;
+  std::condition_variable reap_cv_;  // drained_ or closing_, under sessions_mu_
+  std::thread reaper_;
 };
 
 }  // namespace rdma_interop::stream
