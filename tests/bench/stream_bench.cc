@@ -8,9 +8,9 @@
 // would have), one session between them; client and server are threads of this process, as
 // the raw TCP baselines' are (raw_tcp.h). Prints, for each measurement, our figure, the
 // baseline measured in the same run, the ratio and issue 24's target:
-//   64 KiB stream throughput   one stream, 64 KiB sends, vs the best of a raw TCP stream
-//                              (64 KiB and 1 MiB writes, before and after ours) and iperf3
-//                                                                                  [>= 0.9x]
+//   64 KiB stream throughput   one stream, 64 KiB sends, its best of three runs, vs the
+//                              best run of a raw TCP stream (64 KiB and 1 MiB writes, four
+//                              runs each, around ours) and iperf3                  [>= 0.9x]
 //                              and, to explain it, the same stream in 256 KiB sends
 //   64 B request/response      one round trip at a time, vs a 64 B TCP ping-pong   [<= 1.3x]
 //   streams opened/s           over the existing session, as the baseline does TCP's: open
@@ -545,20 +545,39 @@ int main(int argc, char** argv) {
   std::printf("\n%-32s %11s %11s  %-7s %8s  %-8s %s\n", "same run", "ours", "baseline", "unit",
               "ratio", "target", "met");
 
-  // Each of our runs sits between two raw runs, and is set against the best raw figure of
-  // the run: load from elsewhere cannot make the baseline look slower than ours.
+  // Three rounds, interleaved: raw TCP in 64 KiB and in 1 MiB writes, then ours in 64 KiB
+  // and in 256 KiB sends; raw TCP once more at the end, so each run of ours sits between raw
+  // ones. Each side is taken at its best run: this machine's noise only takes away (another
+  // tenant's load; nothing makes a run faster than the CPUs allow), so the best of a few
+  // runs is each side's figure undisturbed. The baseline is the best of every raw run and
+  // iperf3's: load from elsewhere cannot make it look slower than ours.
+  constexpr int kRounds = 3;
   const auto iperf = or_die(bench::iperf3_loopback(o.seconds));
-  std::vector<Measured> raw{or_die(bench::tcp_stream_gbps(meter, o.seconds, kChunk)),
-                            or_die(bench::tcp_stream_gbps(meter, o.seconds, kRawBigWrite))};
-  const Ours stream = our_stream_gbps(meter, o.seconds, kChunk);
-  raw.push_back(or_die(bench::tcp_stream_gbps(meter, o.seconds, kChunk)));
-  raw.push_back(or_die(bench::tcp_stream_gbps(meter, o.seconds, kRawBigWrite)));
-  double best = iperf.gbps;
-  for (const auto& m : raw) best = std::max(best, m.value);
+  std::vector<Measured> raw_64k, raw_1m;
+  std::vector<Ours> ours_64k, ours_256k;
+  auto raw_pair = [&] {
+    raw_64k.push_back(or_die(bench::tcp_stream_gbps(meter, o.seconds, kChunk)));
+    raw_1m.push_back(or_die(bench::tcp_stream_gbps(meter, o.seconds, kRawBigWrite)));
+  };
+  for (int round = 0; round < kRounds; ++round) {
+    raw_pair();
+    ours_64k.push_back(our_stream_gbps(meter, o.seconds, kChunk));
+    ours_256k.push_back(our_stream_gbps(meter, o.seconds, 4 * kChunk));
+  }
+  raw_pair();
+  auto best_of = [](const auto& runs, auto value) {
+    return *std::ranges::max_element(runs, {}, value);
+  };
+  const auto measured_value = [](const Measured& m) { return m.value; };
+  const auto ours_value = [](const Ours& x) { return x.m.value; };
+  const Measured best_64k = best_of(raw_64k, measured_value);
+  const Measured best_1m = best_of(raw_1m, measured_value);
+  const Ours stream = best_of(ours_64k, ours_value);
+  const Ours big_sends = best_of(ours_256k, ours_value);
+  const double best = std::max({iperf.gbps, best_64k.value, best_1m.value});
   r.ratio_row("64 KiB stream throughput", stream.m.value, best, "Gbit/s", Target{true, 0.9});
   // The same stream in 256 KiB sends: what of the gap is paid per send (a Write, its PLACED
   // and a sendmsg for each) and not per octet. It explains, not judges.
-  const Ours big_sends = our_stream_gbps(meter, o.seconds, 4 * kChunk);
   r.ratio_row("  in 256 KiB sends", big_sends.m.value, best, "Gbit/s", std::nullopt);
 
   const auto tcp_rtt = or_die(bench::tcp_round_trip_us(meter, o.rounds));
@@ -618,20 +637,36 @@ int main(int argc, char** argv) {
                    {"opener", side_json(idle.opener)},
                    {"accepter", side_json(idle.accepter)}};
 
-  std::printf("\nbaseline: raw TCP in this process; for throughput the best of a raw TCP stream, "
-              "64 KiB and 1 MiB writes,\n  before ours: %.2f, %.2f, after: %.2f, %.2f Gbit/s, "
-              "and %s -c 127.0.0.1 -t %d: %.2f Gbit/s\n",
-              raw[0].value, raw[1].value, raw[2].value, raw[3].value,
-              iperf.version.empty() ? "iperf3" : iperf.version.c_str(), iperf.seconds, iperf.gbps);
+  auto runs_text = [](const auto& runs, auto value) {
+    std::string text;
+    for (const auto& run : runs) {
+      char one[32];
+      std::snprintf(one, sizeof one, "%s%.2f", text.empty() ? "" : ", ", value(run));
+      text += one;
+    }
+    return text;
+  };
+  std::printf("\nbaseline: raw TCP in this process; for throughput the best run of a raw TCP "
+              "stream,\n  64 KiB writes %s, 1 MiB writes %s Gbit/s, and %s -c 127.0.0.1 -t %d: "
+              "%.2f Gbit/s;\n  ours, every run: 64 KiB sends %s, 256 KiB sends %s Gbit/s\n",
+              runs_text(raw_64k, measured_value).c_str(), runs_text(raw_1m, measured_value).c_str(),
+              iperf.version.empty() ? "iperf3" : iperf.version.c_str(), iperf.seconds, iperf.gbps,
+              runs_text(ours_64k, ours_value).c_str(), runs_text(ours_256k, ours_value).c_str());
   std::printf("opens, three runs each: raw TCP connects %.0f, %.0f, %.0f/s; ours as TCP's are "
               "%.0f, %.0f, %.0f/s\n",
               tcp_runs[0].value, tcp_runs[1].value, tcp_runs[2].value, like_tcp_runs[0].m.value,
               like_tcp_runs[1].m.value, like_tcp_runs[2].m.value);
-  r.doc["stream_baselines"] = {
-      {"raw_tcp_64k_gbps", {raw[0].value, raw[2].value}},
-      {"raw_tcp_1m_gbps", {raw[1].value, raw[3].value}},
-      {"iperf3_gbps", iperf.gbps},
-      {"iperf3_version", iperf.version}};
+  auto values = [](const auto& runs, auto value) {
+    std::vector<double> out;
+    for (const auto& run : runs) out.push_back(value(run));
+    return out;
+  };
+  r.doc["stream_baselines"] = {{"raw_tcp_64k_gbps", values(raw_64k, measured_value)},
+                               {"raw_tcp_1m_gbps", values(raw_1m, measured_value)},
+                               {"iperf3_gbps", iperf.gbps},
+                               {"iperf3_version", iperf.version}};
+  r.doc["stream_runs"] = {{"ours_64k_gbps", values(ours_64k, ours_value)},
+                          {"ours_256k_gbps", values(ours_256k, ours_value)}};
   std::printf("idle streams: %d opened in %.2fs; per stream, the opener's end + the accepter's:\n"
               "  the session's channel receive buffers shared out %.1f + %.1f, held unread %.1f "
               "+ %.1f,\n  each stream's own state (stream_bytes) %.1f + %.1f, send rings %.1f + "
@@ -643,8 +678,8 @@ int main(int argc, char** argv) {
   std::printf("\n%-50s %9s %9s  %-8s %s\n", "per operation, all threads (both sides)", "ours",
               "raw TCP", "target", "met");
   r.cost_rows("64 B round trip", rtt.m.cost, tcp_rtt.cost, std::nullopt, std::nullopt);
-  r.cost_rows("64 KiB carried", stream.m.cost, raw[0].cost, std::nullopt, std::nullopt);
-  r.cost_rows("64 KiB, 256K sends (raw 1M)", big_sends.m.cost, raw[1].cost, std::nullopt,
+  r.cost_rows("64 KiB carried", stream.m.cost, best_64k.cost, std::nullopt, std::nullopt);
+  r.cost_rows("64 KiB, 256K sends (raw 1M)", big_sends.m.cost, best_1m.cost, std::nullopt,
               std::nullopt);
   r.cost_rows("stream opened as TCP's are", like_tcp.m.cost, tcp_connects.cost, std::nullopt,
               std::nullopt);
