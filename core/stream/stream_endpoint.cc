@@ -668,6 +668,7 @@ std::vector<SessionId> StreamEndpoint::sessions() const {
 }
 
 void StreamEndpoint::reap_ended() {
+  std::lock_guard reaping(reap_mu_);
   std::vector<std::shared_ptr<Session>> ended;
   {
     std::lock_guard lock(sessions_mu_);

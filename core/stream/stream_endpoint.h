@@ -130,8 +130,9 @@ class StreamEndpoint {
   // the application closed its last stream (until then they answer kSessionFailed).
   std::vector<SessionId> sessions() const;
   // The session is to open no more streams (its ids ran out: open() said kExhausted): once
-  // its last stream is gone it ends as one whose connection closed does, and the next
-  // connect() closes its connection, freeing its place among max_sessions at both ends.
+  // its last stream is gone it ends as one whose connection closed does, and the reaper
+  // (a thread the first retire() makes) closes its connection, freeing its place among
+  // max_sessions at both ends.
   void retire(SessionId session);
   std::optional<SessionCounters> counters(SessionId session) const;
   // The octets one stream costs in memory now: the engine's (StreamSession::stream_bytes:
@@ -150,7 +151,9 @@ class StreamEndpoint {
   void on_message(const messaging::Message& m);
   void on_ready(SessionId id);
   void on_end(SessionId id, const std::string& detail);
-  void end_if_drained(Session& s);  // a retired session with no stream left: ended
+  // A retired session with no stream left: ended. Under the session's lock, never under
+  // sessions_mu_ (it takes that to wake the reaper).
+  void end_if_drained(Session& s);
   void note_incoming(std::uint16_t port);
   // note_incoming(port) if any session has a stream waiting for accept() on it. Takes each
   // session's lock, then sessions_mu_: never called under either.
@@ -159,6 +162,8 @@ class StreamEndpoint {
   void reap_loop();  // the reaper: reap_ended() whenever a retired session ends
   // Closes the channel's peer of each ended session (once) and forgets the ended sessions
   // with no stream left. Not from a handler (close_peer waits for the provider's thread).
+  // One at a time (reap_mu_): a caller returns once every ended session's place among
+  // max_sessions is free, also when another thread had begun closing it.
   void reap_ended();
   // Runs `call` until it does not say kWouldBlock or `timeout` passed (0: once).
   template <class Call>
@@ -198,6 +203,8 @@ class StreamEndpoint {
   // endpoint that never runs out of stream ids has none.
   std::atomic<bool> drained_ = false;
   std::condition_variable reap_cv_;  // drained_ or closing_, under sessions_mu_
+  // Held around reap_ended(): outermost, never taken under sessions_mu_ or a session's lock.
+  std::mutex reap_mu_;
   std::thread reaper_;
 };
 

@@ -137,7 +137,9 @@ struct ConnectionInfo {
   bool fell_back_to_revision1 = false;  // the initiator retried in revision 1
   // The send queue's depth the connection was given: QpCaps::max_send_wr, or more where a
   // device rounds it up (ibv_create_qp(3) writes back "greater than or equal to the values
-  // requested"). Past it, a post is refused as kQueueFull.
+  // requested"), or less where the device's max_qp_wr is lower. Past it, a post is refused
+  // as kQueueFull. 0: the provider does not say. (The verbs completion queue is sized by
+  // the asked depth: fill a rounded-up queue with signaled requests and it may overrun.)
   std::uint32_t send_queue_depth = 0;
 };
 

@@ -126,7 +126,7 @@ def test_rxe_data_path_verified(rxe_checks: dict[str, Any], kernel_matrix: Inter
 def test_rxe_refuses_what_its_send_queue_cannot_take(rxe_checks: dict[str, Any],
                                                      kernel_matrix: InteropMatrix) -> None:
     report = check(rxe_checks, kernel_matrix, "sq-overflow")
-    assert report.get("granted", 0) >= report.get("asked", 1) == 64, report
+    assert report.get("asked") == 64 and report.get("granted", 0) >= 64, report
     assert report.get("chain") == 4 * report.get("granted"), report
     assert report.get("granted") <= report.get("posted", 0) < report.get("chain", 0), report
     assert report.get("returned_success") is False, report

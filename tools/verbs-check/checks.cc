@@ -331,7 +331,8 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     // (ibv_create_qp(3) allows it) would otherwise take a chain of four times the asked
     // whole, and its refusal would go untested.
     const std::size_t asked = ReceiveRing::kSendDepth;
-    const std::size_t depth = std::max<std::size_t>(c.info().send_queue_depth, asked);
+    const std::size_t granted = c.info().send_queue_depth;  // 0: the provider does not say
+    const std::size_t depth = std::max(granted, asked);
     const std::size_t kChain = 4 * depth;
     std::vector<rdmap::SendWr> chain(kChain);
     for (std::size_t i = 0; i < kChain; ++i) {
@@ -352,12 +353,13 @@ Outcome run_check(const Config& config, std::string_view name, MessageLink& link
     Outcome o;
     o.extra["chain"] = kChain;
     o.extra["asked"] = asked;
-    o.extra["granted"] = depth;
+    o.extra["granted"] = granted;
     o.extra["posted"] = batch.posted;
     o.extra["returned_success"] = batch.returned_success;
     const std::string posted = std::to_string(batch.posted) + " of " + std::to_string(kChain);
-    const std::string queue = "a send queue of " + std::to_string(depth) + " granted (" +
-                              std::to_string(asked) + " asked)";
+    const std::string queue = "a send queue of " + std::to_string(asked) + " asked, " +
+                              (granted == 0 ? std::string("its depth not said")
+                                            : std::to_string(granted) + " granted");
     if (batch.returned_success) {
       // ibv_post_send(3): on failure it returns the errno value and *bad_wr names the first
       // request not posted. A caller trusting the 0 loses every request from there on:

@@ -95,15 +95,15 @@ std::optional<std::string> MessageLink::receive_text(std::string& why) {
 
 std::optional<rdmap::WorkCompletion> MessageLink::post_and_wait(rdmap::SendWr wr,
                                                                 std::string& why) {
-  wr.wr_id = next_wr_id_++;
-  wr.signaled = true;
-  if (auto e = c_.post_send(wr)) {
-    why = "post_send refused the request: " + std::string(rdmap::post_error_name(*e)) +
+  transport::Connection::PostBatch batch;
+  auto done = post_batch_and_wait({wr}, batch, why);
+  if (batch.error) {
+    why = "post_send refused the request: " + std::string(rdmap::post_error_name(*batch.error)) +
           (c_.error_detail().empty() ? std::string() : " (" + c_.error_detail() + ")");
     return std::nullopt;
   }
-  const std::uint64_t id = wr.wr_id;
-  return wait_for([id](const rdmap::WorkCompletion& w) { return w.wr_id == id; }, why);
+  if (!done || done->empty()) return std::nullopt;  // (one posted, or an error above)
+  return done->front();
 }
 
 std::optional<std::vector<rdmap::WorkCompletion>> MessageLink::post_batch_and_wait(
