@@ -458,14 +458,20 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
                                                                    std::uint16_t port,
                                                                    Millis timeout) {
   const std::string addr = address(host, port);
-  auto open_on = [&](SessionId sid,
-                     const char* how) -> Expected<std::unique_ptr<Socket>, SocketError> {
+  // A stream on `sid`, counted in `counted`. A session out of stream ids is retired, and
+  // says EADDRNOTAVAIL: a new session takes this stream and the next.
+  auto open_on = [&](SessionId sid, const char* how, std::uint64_t NodeCounters::*counted)
+      -> Expected<std::unique_ptr<Socket>, SocketError> {
     auto s = ep_->open(sid, port);
-    if (!s) return unexpected(SocketError{errno_of(s.error()), std::string(errc_name(s.error()))});
+    if (!s) {
+      if (s.error() == StreamErrc::kExhausted) retire(sid);
+      return unexpected(SocketError{errno_of(s.error()), std::string(errc_name(s.error()))});
+    }
     std::string uri;
     {
       std::lock_guard lock(mu_);
       uri = session_uri_[sid];
+      ++(counters_.*counted);
     }
     auto sock = std::unique_ptr<Socket>(
         new Socket(ep_, *s, addr, "session " + std::to_string(sid), uri));
@@ -474,13 +480,8 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
   };
   if (!config_.offer) return plain_connect(host, port, timeout, "plain");
   if (auto sid = session_for(addr)) {
-    auto sock = open_on(*sid, "reuse");
-    if (sock || sock.error().code != EADDRNOTAVAIL) {
-      std::lock_guard lock(mu_);
-      if (sock) ++counters_.reused;
-      return sock;
-    }
-    retire(*sid);  // a new session (the upgrade below) takes this stream and the next
+    auto sock = open_on(*sid, "reuse", &NodeCounters::reused);
+    if (sock || sock.error().code != EADDRNOTAVAIL) return sock;
   }
   {
     std::lock_guard lock(mu_);
@@ -554,15 +555,10 @@ Expected<std::unique_ptr<Socket>, SocketError> StreamNode::connect(const std::st
           std::lock_guard lock(mu_);
           by_address_[addr] = *sid;
         }
-        auto sock = open_on(*sid, "upgrade");
-        if (sock) {
-          std::lock_guard lock(mu_);
-          ++counters_.upgraded;
-        }
-        if (sock || fresh || sock.error().code != EADDRNOTAVAIL) return sock;
+        auto sock = open_on(*sid, "upgrade", &NodeCounters::upgraded);
         // Found by the server's id (reached first by another name) and spent: retired, so
         // the next round connects a new session.
-        retire(*sid);
+        if (sock || fresh || sock.error().code != EADDRNOTAVAIL) return sock;
       }
     }
     case ClientOutcome::kDeclined: {
