@@ -53,7 +53,8 @@ std::string Report::cell(std::optional<double> v) {
 }
 
 nlohmann::json Report::costs(const PerOp& p) {
-  return {{"context_switches", p.context_switches()},
+  return {{"cpu_us", p.cpu_us},
+          {"context_switches", p.context_switches()},
           {"voluntary_switches", p.voluntary_switches},
           {"involuntary_switches", p.involuntary_switches},
           {"syscalls", p.syscalls ? nlohmann::json(*p.syscalls) : nlohmann::json()}};
@@ -69,6 +70,7 @@ void Report::cost_rows(const std::string& op, const PerOp& ours, const PerOp& ra
                 cell(r).c_str(), t ? t->text("").c_str() : "-", mark.c_str());
     if (t) row["targets"][what] = {{"target", t->text("")}, {"met", o && t->met(*o)}};
   };
+  line("CPU time (us)", ours.cpu_us, raw.cpu_us, std::nullopt);
   line("context switches", ours.context_switches(), raw.context_switches(), switches);
   line("syscalls", ours.syscalls, raw.syscalls, syscalls);
   doc["per_operation"].push_back(row);
@@ -88,7 +90,9 @@ Report start_report(const std::string& schema, const nlohmann::json& settings,
 }
 
 bool finish_report(Report& r, const CostMeter& meter, const std::string& json_path) {
-  std::printf("\ncontext switches: getrusage, voluntary + involuntary (a woken peer preempting "
+  std::printf("\nCPU time: getrusage, user + system, every thread of the process (for raw TCP "
+              "both its ends, as for ours)\n");
+  std::printf("context switches: getrusage, voluntary + involuntary (a woken peer preempting "
               "the waker counts, and so does other load on the CPUs)\n");
   if (meter.unavailable().empty()) {
     std::printf("syscalls: a perf counter on raw_syscalls:sys_enter, every thread\n");

@@ -78,6 +78,8 @@ CostMeter::Sample CostMeter::sample() const {
   Sample s;
   rusage ru{};
   ::getrusage(RUSAGE_SELF, &ru);
+  auto us = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e6 + t.tv_usec; };
+  s.cpu_us = us(ru.ru_utime) + us(ru.ru_stime);
   s.voluntary_switches = static_cast<std::uint64_t>(ru.ru_nvcsw);
   s.involuntary_switches = static_cast<std::uint64_t>(ru.ru_nivcsw);
   std::uint64_t count = 0;
@@ -89,6 +91,7 @@ CostMeter::Sample CostMeter::sample() const {
 PerOp per_op(const CostMeter::Sample& before, const CostMeter::Sample& after, double ops) {
   PerOp p;
   if (ops <= 0) return p;
+  p.cpu_us = (after.cpu_us - before.cpu_us) / ops;
   p.voluntary_switches =
       static_cast<double>(after.voluntary_switches - before.voluntary_switches) / ops;
   p.involuntary_switches =

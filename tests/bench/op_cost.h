@@ -1,7 +1,11 @@
-// op_cost.h - what a measured section costs the whole process: context switches and syscalls.
+// op_cost.h - what a measured section costs the whole process: CPU time, context switches
+// and syscalls.
 //
-// Context switches come from getrusage(RUSAGE_SELF): every thread of the process, live or
-// exited, voluntary (it blocked) and involuntary (it was preempted). Syscalls come from a perf
+// CPU time and context switches come from getrusage(RUSAGE_SELF): every thread of the
+// process, live or exited; CPU time is user + system, switches voluntary (it blocked) and
+// involuntary (it was preempted). CPU time per operation is steadier than a rate on a shared
+// machine: another tenant's load stretches the wall clock, not (much) the time a thread
+// runs. Syscalls come from a perf
 // counter on the raw_syscalls:sys_enter tracepoint (what `perf stat -e raw_syscalls:sys_enter`
 // counts), opened with inherit so every thread started after it counts too; it needs root
 // (or CAP_PERFMON) and tracefs for the tracepoint's id. A benchmark that runs client and
@@ -19,6 +23,7 @@ namespace rdma_interop::bench {
 
 // Costs per operation of one measured section.
 struct PerOp {
+  double cpu_us = 0;  // user + system, every thread, microseconds
   double voluntary_switches = 0;
   double involuntary_switches = 0;
   std::optional<double> syscalls;  // empty when the counter could not be opened
@@ -28,6 +33,7 @@ struct PerOp {
 class CostMeter {
  public:
   struct Sample {
+    double cpu_us = 0;
     std::uint64_t voluntary_switches = 0;
     std::uint64_t involuntary_switches = 0;
     std::optional<std::uint64_t> syscalls;
