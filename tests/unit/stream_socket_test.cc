@@ -11,12 +11,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <string>
 #include <thread>
 
 #include "core/transport/provider_registry.h"
 #include "core/transport/provider_uri.h"
+#include "eventually.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -166,13 +166,9 @@ TEST(StreamSocket, ASessionOutOfStreamIdsIsReplacedAndItsStreamsGoOn) {
     clients[i].reset();
     servers[i].reset();
   }
-  const auto waited = [](const std::function<bool()>& done) {
-    for (int i = 0; i < 500 && !done(); ++i) std::this_thread::sleep_for(10ms);
-    return done();
-  };
-  EXPECT_TRUE(waited([&] { return client->endpoint().sessions().size() == 1; }));
+  EXPECT_TRUE(test_util::eventually([&] { return client->endpoint().sessions().size() == 1; }));
   // With no call of the application's: the client's reaper closed the connection.
-  EXPECT_TRUE(waited([&] { return server->endpoint().sessions().size() == 1; }))
+  EXPECT_TRUE(test_util::eventually([&] { return server->endpoint().sessions().size() == 1; }))
       << "the server still has the retired session";
   auto next = client->connect("127.0.0.1", port, 5s);
   ASSERT_TRUE(next.has_value()) << next.error().detail;
