@@ -1,7 +1,9 @@
 #include "core/stream/stream_session.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 namespace rdma_interop::stream {
@@ -10,7 +12,8 @@ namespace rdma_interop::stream {
 // since the start, so they never wrap; an octet's place is its count modulo the size.
 struct StreamSession::Ring {
   Region region;
-  std::vector<std::uint8_t> own;  // when the RegionSource had none: plain memory, no Writes
+  // Plain memory, no Writes: a small ring, or the RegionSource had none.
+  std::unique_ptr<std::uint8_t[]> own;
   bool registered = false;
   std::uint64_t head = 0;
   std::uint64_t tail = 0;
@@ -41,6 +44,9 @@ struct StreamSession::Ring {
 };
 
 namespace {
+
+// The smallest plain send ring (add_send_ring).
+constexpr std::size_t kSmallestRing = 256;
 
 // The most octets DATA frames join into one copied segment (on_data).
 constexpr std::size_t kJoinedSegment = 64 * 1024;
@@ -300,28 +306,13 @@ Expected<std::size_t, StreamErrc> StreamSession::send(StreamId id,
     changed(*s);
     return data.size();
   }
-  if (!s->send_ring) {
-    // The ring the stream's octets wait in, and RDMA Writes read from: made on first use,
-    // so a stream that never sends costs none.
-    Ring r;
-    if (auto region = regions_.acquire(config_.send_buffer)) {
-      r.region = *region;
-      r.registered = true;
-    } else {
-      r.own.resize(config_.send_buffer);
-      r.region.memory = r.own;
-    }
-    // Its counts are stream offsets: octets sent before it (straight into messages) were
-    // never in it.
-    r.head = r.tail = s->app_end;
-    counters_.send_ring_bytes += r.size();
-    s->send_ring = std::move(r);
-  }
+  if (!s->send_ring) add_send_ring(*s, data.size());
   const std::size_t space = s->send_space(config_.send_buffer);
   std::span<const std::uint8_t> in_band = urgent ? data.first(data.size() - 1) : data;
   if (space == 0 && !(urgent && in_band.empty())) return unexpected(StreamErrc::kWouldBlock);
   const bool partial = in_band.size() > space;
   if (partial) in_band = in_band.first(space);
+  grow_send_ring(*s, in_band.size());
   s->send_ring->put(in_band);
   s->app_end += in_band.size();
   std::size_t taken = in_band.size();
@@ -658,6 +649,62 @@ void StreamSession::pump() {
     if (Stream* s = find(id)) changed(*s);
   }
   copied_.clear();
+}
+
+// The ring a stream's octets wait in when they cannot go straight into a message: made on
+// first use, so a stream that never sends costs none. Small chunks (a stream opened with an
+// octet while the channel is full, the window of a slow reader) wait in a ring of plain
+// memory just their size, copied from only; a large one gets the ring of send_buffer octets,
+// registered, that RDMA Writes read from. Allocating and registering that for every
+// short-lived stream tripled the CPU time of an open (stream_bench, the channel full of them).
+void StreamSession::add_send_ring(Stream& s, std::size_t first) {
+  install_send_ring(s, first < config_.zero_copy_threshold ? plain_ring(first) : full_ring());
+}
+
+// A plain ring that `more` octets do not fit at least doubles, and is the full ring once
+// that is large. Nothing reads a plain ring but the copy into a message, so its octets can
+// move.
+void StreamSession::grow_send_ring(Stream& s, std::size_t more) {
+  Ring& old = *s.send_ring;
+  const std::size_t need = old.used() + more;
+  if (need <= old.size() || old.size() >= config_.send_buffer) return;
+  Ring r = need < config_.zero_copy_threshold ? plain_ring(need) : full_ring();
+  r.head = r.tail = old.tail;
+  for (std::uint64_t at = old.tail; at < old.head;) {
+    const std::size_t n = std::min<std::size_t>(old.head - at, old.to_end(at));
+    r.put({old.at(at), n});
+    at += n;
+  }
+  counters_.send_ring_bytes -= old.size();
+  install_send_ring(s, std::move(r));
+}
+
+StreamSession::Ring StreamSession::full_ring() {
+  if (auto region = regions_.acquire(config_.send_buffer)) {
+    Ring r;
+    r.region = *region;
+    r.registered = true;
+    return r;
+  }
+  return plain_ring(config_.send_buffer);
+}
+
+StreamSession::Ring StreamSession::plain_ring(std::size_t at_least) const {
+  const std::size_t size = std::min<std::size_t>(
+      std::bit_ceil(std::max(at_least, kSmallestRing)), config_.send_buffer);
+  Ring r;
+  // Not zeroed: only what is put in is read.
+  r.own = std::make_unique_for_overwrite<std::uint8_t[]>(size);
+  r.region.memory = {r.own.get(), size};
+  return r;
+}
+
+void StreamSession::install_send_ring(Stream& s, Ring r) {
+  // Its counts are stream offsets: octets sent before it (straight into messages) were
+  // never in it.
+  if (!s.send_ring) r.head = r.tail = s.app_end;
+  counters_.send_ring_bytes += r.size();
+  s.send_ring = std::move(r);
 }
 
 // One chunk of a stream's octets (or its end of stream): true when one went.

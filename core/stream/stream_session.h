@@ -62,10 +62,11 @@ namespace rdma_interop::stream {
 inline constexpr std::uint32_t kInitialWindow = 64 * 1024;
 
 // The window, send buffer and sink are ceilings, not allocations: an idle stream holds none
-// of them (a sink and a send ring are made when the first large chunk goes). They bound what
-// one stream has in flight, so its throughput is at most window / round trip: on loopback
-// here (a round trip through two threads per side), 256 KiB carried 2.2 Gbit/s and 1 MiB
-// 9-10 (2 and 4 MiB no more), as TCP's autotuned buffers reach a few MiB.
+// of them (a sink is made when the first large chunk goes; octets that must wait wait in a
+// send ring of plain memory their size, the registered one once a chunk is large). They
+// bound what one stream has in flight, so its throughput is at most window / round trip: on
+// loopback here (a round trip through two threads per side), 256 KiB carried 2.2 Gbit/s and
+// 1 MiB 9-10 (2 and 4 MiB no more), as TCP's autotuned buffers reach a few MiB.
 struct SessionConfig {
   std::uint32_t max_message = 4096;           // the channel's largest payload: frames fill it
   std::uint32_t stream_window = 1024 * 1024;  // octets a stream holds for its reader, at most
@@ -247,6 +248,11 @@ class StreamSession {
   void drop_failed(Stream& s);
   void erase_if_done(StreamId id);
   void release_rings(Stream& s);
+  void add_send_ring(Stream& s, std::size_t first);
+  void grow_send_ring(Stream& s, std::size_t more);
+  void install_send_ring(Stream& s, Ring r);
+  Ring full_ring();
+  Ring plain_ring(std::size_t at_least) const;
   void fail(std::string detail);
   void finish_message();
   void add_frame(const Frame& f);

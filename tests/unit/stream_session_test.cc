@@ -689,6 +689,58 @@ TEST(StreamSession, AnOpensFirstOctetsTravelInItsMessage) {
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
 }
 
+// Opens with an octet each while the channel is full: each octet waits in a plain ring its
+// size, not in a registered send buffer. One stream's ring grows as more comes, to the
+// registered one once a chunk is large, its octets kept in order; then its Writes go.
+TEST(StreamSession, SmallSendsWaitingForTheChannelTakeRingsTheirSize) {
+  Pair p;
+  p.b.listen(80);
+  p.a.on_link_blocked();
+  std::vector<StreamId> opened;
+  for (int i = 0; i < 100; ++i) {
+    const std::uint8_t octet = static_cast<std::uint8_t>(i);
+    auto id = p.a.open(80, {&octet, 1});
+    ASSERT_TRUE(id.has_value());
+    opened.push_back(*id);
+  }
+  EXPECT_EQ(p.regions_a.live(), 0u) << "nothing registered for an octet";
+  EXPECT_LE(p.a.counters().send_ring_bytes, 100u * 256);
+  const auto more = pattern(kInitialWindow / 2, 19);
+  std::size_t given = 0;
+  for (const std::size_t n : {300u, 3000u, 20000u}) {  // 512, 4 KiB, then the full ring
+    auto sent = p.a.send(opened.back(), std::span(more).subspan(given, n));
+    ASSERT_TRUE(sent.has_value());
+    ASSERT_EQ(*sent, n);
+    given += n;
+  }
+  EXPECT_EQ(p.regions_a.live(), 1u) << "the large chunk's ring, registered";
+  p.a.on_link_ready();
+  p.run();
+  std::vector<std::uint8_t> got;
+  std::vector<std::uint8_t> buf(64 * 1024);
+  for (int i = 0; i < 100; ++i) {
+    auto id = p.b.accept(80);
+    ASSERT_TRUE(id.has_value());
+    auto n = p.b.recv(*id, buf);
+    ASSERT_TRUE(n.has_value());
+    if (i < 99) {
+      ASSERT_EQ(*n, 1u);
+      EXPECT_EQ(buf[0], i);
+      continue;
+    }
+    got.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+    std::mt19937 rng(20);
+    const auto rest = pattern(300 * 1024, 21);
+    auto back = transfer(p, p.a, opened.back(), p.b, *id, rest, rng);
+    std::vector<std::uint8_t> want{99};
+    want.insert(want.end(), more.begin(), more.begin() + static_cast<std::ptrdiff_t>(given));
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(back, rest);
+  }
+  EXPECT_GT(p.a.counters().bytes_placed, 0u) << "the registered ring's Writes";
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
 TEST(StreamSession, ALyingPeerFailsTheSessionNotTheProcess) {
   auto lie = [](std::vector<std::uint8_t> message) {
     FakeRegions regions;
