@@ -15,6 +15,7 @@ struct StreamSession::Ring {
   // Plain memory, no Writes: a small ring, or the RegionSource had none.
   std::unique_ptr<std::uint8_t[]> own;
   bool registered = false;
+  bool full = false;  // send_buffer octets (full_ring): never grown or replaced
   std::uint64_t head = 0;
   std::uint64_t tail = 0;
 
@@ -45,7 +46,8 @@ struct StreamSession::Ring {
 
 namespace {
 
-// The smallest plain send ring (add_send_ring).
+// The smallest plain send ring (plain_ring): a few small sends' worth, so one that waits
+// for the window does not regrow the ring on every send.
 constexpr std::size_t kSmallestRing = 256;
 
 // The most octets DATA frames join into one copied segment (on_data).
@@ -654,21 +656,28 @@ void StreamSession::pump() {
 // The ring a stream's octets wait in when they cannot go straight into a message: made on
 // first use, so a stream that never sends costs none. Small chunks (a stream opened with an
 // octet while the channel is full, the window of a slow reader) wait in a ring of plain
-// memory just their size, copied from only; a large one gets the ring of send_buffer octets,
-// registered, that RDMA Writes read from. Allocating and registering that for every
-// short-lived stream tripled the CPU time of an open (stream_bench, the channel full of them).
+// memory just their size, copied from only; once the octets held reach the zero-copy
+// threshold, they move to the ring of send_buffer octets, registered, that RDMA Writes read
+// from. Allocating and registering that for every short-lived stream tripled the CPU time
+// of an open (stream_bench, the channel full of them).
 void StreamSession::add_send_ring(Stream& s, std::size_t first) {
-  install_send_ring(s, first < config_.zero_copy_threshold ? plain_ring(first) : full_ring());
+  Ring r = first < config_.zero_copy_threshold ? plain_ring(first) : full_ring();
+  // Its counts are stream offsets: octets sent before it (straight into messages) were
+  // never in it.
+  r.head = r.tail = s.app_end;
+  install_send_ring(s, std::move(r));
 }
 
-// A plain ring that `more` octets do not fit at least doubles, and is the full ring once
-// that is large. Nothing reads a plain ring but the copy into a message, so its octets can
-// move.
+// Makes room for `more` octets: a plain ring they do not fit at least doubles, and becomes
+// the full ring once what it would hold is large. Nothing reads a plain ring but the copy
+// into a message (Writes need the registered one), so its octets can move.
 void StreamSession::grow_send_ring(Stream& s, std::size_t more) {
   Ring& old = *s.send_ring;
-  const std::size_t need = old.used() + more;
-  if (need <= old.size() || old.size() >= config_.send_buffer) return;
-  Ring r = need < config_.zero_copy_threshold ? plain_ring(need) : full_ring();
+  if (old.full) return;
+  const std::size_t need = old.used() + more;  // at most send_buffer (send_space)
+  const bool large = need >= config_.zero_copy_threshold;
+  if (!large && need <= old.size()) return;
+  Ring r = large ? full_ring() : plain_ring(need);
   r.head = r.tail = old.tail;
   for (std::uint64_t at = old.tail; at < old.head;) {
     const std::size_t n = std::min<std::size_t>(old.head - at, old.to_end(at));
@@ -679,14 +688,18 @@ void StreamSession::grow_send_ring(Stream& s, std::size_t more) {
   install_send_ring(s, std::move(r));
 }
 
+// The ring of send_buffer octets: registered, or plain when the RegionSource has none (then
+// every chunk is copied). Never replaced.
 StreamSession::Ring StreamSession::full_ring() {
+  Ring r;
   if (auto region = regions_.acquire(config_.send_buffer)) {
-    Ring r;
     r.region = *region;
     r.registered = true;
-    return r;
+  } else {
+    r = plain_ring(config_.send_buffer);
   }
-  return plain_ring(config_.send_buffer);
+  r.full = true;
+  return r;
 }
 
 StreamSession::Ring StreamSession::plain_ring(std::size_t at_least) const {
@@ -700,9 +713,6 @@ StreamSession::Ring StreamSession::plain_ring(std::size_t at_least) const {
 }
 
 void StreamSession::install_send_ring(Stream& s, Ring r) {
-  // Its counts are stream offsets: octets sent before it (straight into messages) were
-  // never in it.
-  if (!s.send_ring) r.head = r.tail = s.app_end;
   counters_.send_ring_bytes += r.size();
   s.send_ring = std::move(r);
 }

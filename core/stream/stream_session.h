@@ -63,7 +63,7 @@ inline constexpr std::uint32_t kInitialWindow = 64 * 1024;
 
 // The window, send buffer and sink are ceilings, not allocations: an idle stream holds none
 // of them (a sink is made when the first large chunk goes; octets that must wait wait in a
-// send ring of plain memory their size, the registered one once a chunk is large). They
+// send ring of plain memory their size, the registered one once they are large). They
 // bound what one stream has in flight, so its throughput is at most window / round trip: on
 // loopback here (a round trip through two threads per side), 256 KiB carried 2.2 Gbit/s and
 // 1 MiB 9-10 (2 and 4 MiB no more), as TCP's autotuned buffers reach a few MiB.

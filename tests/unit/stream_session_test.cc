@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -56,7 +57,8 @@ struct Pair {
   // Delivers every message both ways until neither has any left.
   void run() {
     for (int rounds = 0; rounds < 100000; ++rounds) {
-      const bool more = deliver(a, b, regions_b, failures_a) | deliver(b, a, regions_a, failures_b);
+      const bool more = deliver(a, regions_a, b, regions_b, failures_a) |
+                        deliver(b, regions_b, a, regions_a, failures_b);
       ASSERT_EQ(a.broken_invariant(), "");
       ASSERT_EQ(b.broken_invariant(), "");
       if (!more) return;
@@ -64,8 +66,8 @@ struct Pair {
     FAIL() << "the sessions never went quiet";
   }
 
-  bool deliver(StreamSession& from, StreamSession& to, FakeRegions& to_regions,
-               std::vector<std::string>& failures) {
+  bool deliver(StreamSession& from, const FakeRegions& from_regions, StreamSession& to,
+               FakeRegions& to_regions, std::vector<std::string>& failures) {
     std::vector<SessionOutput> out;
     from.take_outputs(out);
     bool any = false;
@@ -78,6 +80,13 @@ struct Pair {
       EXPECT_LE(o.message.size(), config.max_message);
       if (o.placement) {
         const Placement& p = *o.placement;
+        // A Write reads memory its sender registered and still holds.
+        const Region* source = from_regions.find(p.local_stag);
+        EXPECT_NE(source, nullptr) << "a Write from memory its sender has not registered";
+        if (source == nullptr) continue;
+        const auto from_addr = reinterpret_cast<std::uintptr_t>(source->memory.data());
+        EXPECT_GE(p.local_addr, from_addr);
+        EXPECT_LE(p.local_addr - from_addr + p.length, source->memory.size());
         const Region* r = to_regions.find(p.remote_stag);
         EXPECT_NE(r, nullptr) << "a Write into a region the peer does not have";
         if (r == nullptr) continue;
@@ -704,14 +713,19 @@ TEST(StreamSession, SmallSendsWaitingForTheChannelTakeRingsTheirSize) {
     opened.push_back(*id);
   }
   EXPECT_EQ(p.regions_a.live(), 0u) << "nothing registered for an octet";
-  EXPECT_LE(p.a.counters().send_ring_bytes, 100u * 256);
+  EXPECT_EQ(p.a.counters().send_ring_bytes, 100u * 256);
   const auto more = pattern(kInitialWindow / 2, 19);
   std::size_t given = 0;
-  for (const std::size_t n : {300u, 3000u, 20000u}) {  // 512, 4 KiB, then the full ring
+  // One stream's ring: 512 octets, then 4 KiB, then (past the zero-copy threshold) the
+  // registered send buffer.
+  const std::size_t rings[] = {512, 4096, p.config.send_buffer};
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t n = std::array{300u, 3000u, 20000u}[i];
     auto sent = p.a.send(opened.back(), std::span(more).subspan(given, n));
     ASSERT_TRUE(sent.has_value());
     ASSERT_EQ(*sent, n);
     given += n;
+    EXPECT_EQ(p.a.counters().send_ring_bytes, 99u * 256 + rings[i]);
   }
   EXPECT_EQ(p.regions_a.live(), 1u) << "the large chunk's ring, registered";
   p.a.on_link_ready();
@@ -738,6 +752,37 @@ TEST(StreamSession, SmallSendsWaitingForTheChannelTakeRingsTheirSize) {
     EXPECT_EQ(back, rest);
   }
   EXPECT_GT(p.a.counters().bytes_placed, 0u) << "the registered ring's Writes";
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
+// A plain ring that wrapped (octets copied out from its middle, more put after its end)
+// grows with its octets in order; the rings are given back when the stream ends.
+TEST(StreamSession, APlainRingThatWrappedGrowsWithItsOctetsInOrder) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  const auto data = pattern(500, 22);
+  p.a.on_link_blocked();
+  ASSERT_EQ(*p.a.send(ida, std::span(data).first(200)), 200u);  // a ring of 256
+  p.a.on_link_ready();
+  p.run();  // the 200 go: the ring is empty, its next octet at 200
+  p.a.on_link_blocked();
+  ASSERT_EQ(*p.a.send(ida, std::span(data).subspan(200, 200)), 200u);  // 200..255, 0..143
+  ASSERT_EQ(p.a.counters().send_ring_bytes, 256u);
+  ASSERT_EQ(*p.a.send(ida, std::span(data).subspan(400)), 100u);  // 300 held: 512
+  EXPECT_EQ(p.a.counters().send_ring_bytes, 512u);
+  p.a.on_link_ready();
+  p.run();
+  std::vector<std::uint8_t> got(600);
+  auto n = p.b.recv(idb, got);
+  ASSERT_TRUE(n.has_value());
+  got.resize(*n);
+  EXPECT_EQ(got, data);
+  EXPECT_EQ(p.regions_a.live(), 0u);
+  p.a.close(ida);
+  p.b.close(idb);
+  p.run();
+  EXPECT_EQ(p.a.stream_count(), 0u);
+  EXPECT_EQ(p.a.counters().send_ring_bytes, 0u);
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
 }
 
