@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace rdma_interop::stream {
@@ -716,16 +716,16 @@ TEST(StreamSession, SmallSendsWaitingForTheChannelTakeRingsTheirSize) {
   EXPECT_EQ(p.a.counters().send_ring_bytes, 100u * 256);
   const auto more = pattern(kInitialWindow / 2, 19);
   std::size_t given = 0;
-  // One stream's ring: 512 octets, then 4 KiB, then (past the zero-copy threshold) the
-  // registered send buffer.
-  const std::size_t rings[] = {512, 4096, p.config.send_buffer};
-  for (int i = 0; i < 3; ++i) {
-    const std::size_t n = std::array{300u, 3000u, 20000u}[i];
+  // One stream's ring, each send and the ring it leaves: 512 octets, then 4 KiB, then (past
+  // the zero-copy threshold) the registered send buffer.
+  const std::pair<std::size_t, std::size_t> steps[] = {
+      {300, 512}, {3000, 4096}, {20000, p.config.send_buffer}};
+  for (const auto& [n, ring] : steps) {
     auto sent = p.a.send(opened.back(), std::span(more).subspan(given, n));
     ASSERT_TRUE(sent.has_value());
     ASSERT_EQ(*sent, n);
     given += n;
-    EXPECT_EQ(p.a.counters().send_ring_bytes, 99u * 256 + rings[i]);
+    EXPECT_EQ(p.a.counters().send_ring_bytes, 99u * 256 + ring);
   }
   EXPECT_EQ(p.regions_a.live(), 1u) << "the large chunk's ring, registered";
   p.a.on_link_ready();
