@@ -102,11 +102,11 @@ devices_tier() {
   pytest_tier -rs -s tests/devices
 }
 
-# Sanitizer trees compile at -Og -g1: GCC's optimization for debugging (the -O1 the
-# sanitizers' documentation advises, less the passes that cost compile time and readable
-# reports), line tables kept for the stack traces. Against -O1 it took the unit tier's build
-# from 618 s to 396 s on 2 cores, and its tests from 108 s to 122 s (UBSan's checks are most
-# of the compile: stream_session_test.cc 19 s at -O1, 11 s at -Og). Clang reads -Og as -O1.
+# Sanitizer trees compile at -Og -g1: GCC's level for debugging, the -O1 the sanitizers'
+# documentation advises without the passes GCC leaves out for debuggers, and line tables
+# kept for the stack traces. Against -O1 it took the unit tier's build from 618 s to 396 s
+# on 2 cores, and its tests from 108 s to 122 s (UBSan's checks are most of the compile:
+# stream_session_test.cc 19 s at -O1, 11 s at -Og). Clang reads -Og as -O1.
 sanitizer_build=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-Og -g1 -DNDEBUG")
 
