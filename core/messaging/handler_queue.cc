@@ -1,6 +1,7 @@
 #include "core/messaging/handler_queue.h"
 
 #include <utility>
+#include <variant>
 
 namespace rdma_interop::messaging {
 namespace {
@@ -72,10 +73,16 @@ void HandlerQueue::run() {
       }
       next = std::move(waiting_.front());
       waiting_.pop_front();
-      on_message = on_message_;
-      on_ready = on_ready_;
-      on_failure = on_failure_;
-      on_close = on_close_;
+      // The one handler this callback runs, copied under the lock: set() may replace it.
+      if (std::holds_alternative<Delivery>(next)) {
+        on_message = on_message_;
+      } else if (std::holds_alternative<Ready>(next)) {
+        on_ready = on_ready_;
+      } else if (std::get<Ended>(next).failed) {
+        on_failure = on_failure_;
+      } else {
+        on_close = on_close_;
+      }
     }
     if (const auto* d = std::get_if<Delivery>(&next)) {
       if (on_message) on_message(d->message);

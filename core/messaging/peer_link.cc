@@ -59,6 +59,12 @@ void PeerLink::register_buffers() {
 }
 
 void PeerLink::take_actions() {
+  // The channel's vector swapped in whole when nothing waits before it (the common case):
+  // no action is moved, and the vectors keep their capacity, so a message allocates nothing.
+  if (outbox_.empty()) {
+    channel.take_actions(outbox_);
+    return;
+  }
   channel.take_actions(scratch_);
   outbox_.insert(outbox_.end(), std::make_move_iterator(scratch_.begin()),
                  std::make_move_iterator(scratch_.end()));
@@ -68,12 +74,13 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
   take_actions();
   if (posting_ || outbox_.empty()) return;
   posting_ = true;
-  std::vector<ChannelAction> batch;
-  Refusals refused;
-  std::vector<std::uint32_t> unhandled;  // delivered with nobody to take them: let go at once
+  // The poster's own (posting_): taken whole from the outbox, which keeps filling meanwhile.
+  std::vector<ChannelAction>& batch = batch_;
+  Refusals& refused = refused_;
+  std::vector<std::uint32_t>& unhandled = unhandled_;
   while (!outbox_.empty()) {
-    batch.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
-    outbox_.clear();
+    batch.clear();
+    batch.swap(outbox_);
     lock.unlock();
     bool write_refused = false;
     auto is_post = [](const ChannelAction& a) {
@@ -112,6 +119,7 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
     unhandled.clear();
     take_actions();
   }
+  batch.clear();  // nothing of a carried-out action is kept (its detail, its payload's span)
   posting_ = false;
   cv.notify_all();  // take_connection() may be waiting
 }

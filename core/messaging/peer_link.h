@@ -16,7 +16,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -109,9 +108,14 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
 
   std::uint32_t rx_stag_ = 0;
   std::uint32_t tx_stag_ = 0;
-  std::deque<credit::ChannelAction> outbox_;  // taken from the channel, not carried out yet
-  bool posting_ = false;                      // a thread carries the outbox out now
+  std::vector<credit::ChannelAction> outbox_;  // taken from the channel, not carried out yet
+  bool posting_ = false;                       // a thread carries the outbox out now
   std::vector<credit::ChannelAction> scratch_;
+  // The posting thread's (under `posting_`, without `mu`): what it carries out now, what the
+  // provider refused and the messages nobody took.
+  std::vector<credit::ChannelAction> batch_;
+  Refusals refused_;
+  std::vector<std::uint32_t> unhandled_;
   std::vector<rdmap::SendWr> wrs_;  // post_run's, under `posting_`
 
  public:
