@@ -10,7 +10,7 @@ packages=(
   # build
   cmake g++ make pkg-config clang libclang-rt-14-dev
   # core dependencies
-  libisal-dev libibverbs-dev librdmacm-dev
+  libisal-dev libibverbs-dev librdmacm-dev liburing-dev
   # personality files (JSON) and the CLIs; man-db renders their man pages (cli tier)
   nlohmann-json3-dev libcli11-dev man-db
   # tests, benchmarks (iperf3: the yardstick e2e_bench's raw TCP stream must match), fuzzing

@@ -527,7 +527,8 @@ bool MessageEndpoint::wait_ready(PeerId peer, Millis timeout) {
   return p->channel.state() == ChannelState::kConnected && p->channel.can_queue();
 }
 
-bool MessageEndpoint::receive(PeerId peer, int wake_fd, transport::Millis timeout) {
+bool MessageEndpoint::receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout) {
+  const int wake_fd = wake.fd;
   auto p = state_->find(peer);
   if (!p) return false;
   transport::Connection* conn = nullptr;
@@ -541,7 +542,7 @@ bool MessageEndpoint::receive(PeerId peer, int wake_fd, transport::Millis timeou
   // Not an application call (ApiCall): what this thread receives, it processes and hands to
   // the handlers here, which is the point.
   const bool received =
-      conn->receive_here(wake_fd, wake_fd >= 0 ? timeout : std::min(timeout, kReceiveSlice));
+      conn->receive_here(wake, wake_fd >= 0 ? timeout : std::min(timeout, kReceiveSlice));
   std::lock_guard lock(p->mu);
   if (wake_fd >= 0) {
     auto& wakes = p->receiver_wakes;

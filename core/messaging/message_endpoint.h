@@ -191,13 +191,13 @@ class MessageEndpoint {
   // (transport::Connection::receive_here): for a thread that waits for what only the peer
   // can bring (a reply, room to send), so it takes it itself instead of being handed it by
   // the provider's event thread (a wakeup and a context switch each way). Returns once it
-  // received something, `wake_fd` (an eventfd the caller's other threads write; the caller
-  // reads it) is readable, or `timeout` passed. close_peer() and close() write `wake_fd` and
+  // received something, `wake` (an eventfd the caller's other threads write; the caller
+  // reads it) is readable, or `timeout` passed. close_peer() and close() write `wake` and
   // wait for the receive to return; without one (-1) a receive waits kReceiveSlice at most.
   // False at once when the provider cannot (verbs, sim) or the peer is unknown or not
   // connected: wait another way. Not from a handler.
   static constexpr transport::Millis kReceiveSlice{100};
-  bool receive(PeerId peer, int wake_fd, transport::Millis timeout);
+  bool receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout);
 
   // Answers a received message: the reply goes before queued requests and may use the
   // reserved credits; the message's buffer is posted again once the reply is posted. Never

@@ -151,8 +151,12 @@ struct StreamEndpoint::Session : RegionSource {
   bool stop_receiving = false;  // the endpoint closes: waiters wait on `cv`
   std::uint32_t waiters = 0;    // on `cv`
   runtime::Fd wake;
+  std::uint64_t wake_id = 0;  // runtime::WakeFd's: a wait may keep its POLL on it
   int wake_fd() {
-    if (!wake) wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!wake) {
+      wake = runtime::Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+      wake_id = runtime::new_wake_id();
+    }
     return wake.get();  // -1: no descriptor left
   }
 };
@@ -550,7 +554,7 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
   s.receiving = true;
   lock.unlock();
   receiving_here = &s;
-  const bool received = channel_.receive(s.id, s.wake.get(), timeout);
+  const bool received = channel_.receive(s.id, {s.wake.get(), s.wake_id}, timeout);
   receiving_here = nullptr;
   lock.lock();
   s.receiving = false;

@@ -50,11 +50,11 @@ class ConnectionHandle : public Connection {
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) override {
     return state_->poll_completions(max, timeout);
   }
-  bool receive_here(int wake_fd, Millis timeout) override {
-    if constexpr (requires { state_->receive_here(wake_fd, timeout); }) {
-      return state_->receive_here(wake_fd, timeout);
+  bool receive_here(runtime::WakeFd wake, Millis timeout) override {
+    if constexpr (requires { state_->receive_here(wake, timeout); }) {
+      return state_->receive_here(wake, timeout);
     } else {
-      return Connection::receive_here(wake_fd, timeout);
+      return Connection::receive_here(wake, timeout);
     }
   }
   ConnectionState state() const override { return state_->state(); }

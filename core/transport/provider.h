@@ -57,6 +57,7 @@
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/rdmap_endpoint.h"
 #include "core/rdmap/work_request.h"
+#include "core/runtime/socket_wait.h"
 #include "core/transport/completion_queue.h"
 #include "core/transport/provider_uri.h"
 #include "core/util/expected.h"
@@ -201,14 +202,14 @@ class Connection {
   // for what this connection brings (the message endpoint, message_endpoint.h): reads and
   // processes what the connection holds, so its completions are pushed (and the queue's
   // handler runs) on this thread; if that brought nothing, waits up to `timeout` until there
-  // is more, then takes it, or until `wake_fd` (an eventfd, -1: none) is readable. The
-  // caller reads `wake_fd` itself. While a thread receives here, and shortly after, the
+  // is more, then takes it, or until `wake` (an eventfd, -1: none) is readable. The
+  // caller reads `wake` itself. While a thread receives here, and shortly after, the
   // event thread does not (a claim, as poll_completions on an own queue takes:
   // tcp_connection_state.h), so a request/response costs the waiting thread no hand-off from
   // the event thread. False, without waiting: this provider receives only on its own thread
   // (verbs, whose device places data anyway, and the simulator), or the connection is closed.
-  virtual bool receive_here(int wake_fd, Millis timeout) {
-    (void)wake_fd;
+  virtual bool receive_here(runtime::WakeFd wake, Millis timeout) {
+    (void)wake;
     (void)timeout;
     return false;
   }

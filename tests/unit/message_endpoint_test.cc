@@ -661,7 +661,7 @@ TEST_F(MessageEndpointTest, AReceivingThreadTakesItsPeersRepliesItself) {
     const auto deadline = std::chrono::steady_clock::now() + kWait;
     while (replies.count(pair.client_side) <= i) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
-      ASSERT_TRUE(client.receive(pair.client_side, -1, kWait));
+      ASSERT_TRUE(client.receive(pair.client_side, {}, kWait));
     }
   }
   EXPECT_GE(here.load(), static_cast<int>(kCount) / 2) << "most replies handled by the receiver";
@@ -675,28 +675,29 @@ TEST_F(MessageEndpointTest, AReceiveEndsOnItsWakeDescriptorAndAClosingPeer) {
   MessageEndpoint client(small_config());
   Server listener(server);
   const Pair pair = connect(client, server, listener, *provider_);
-  EXPECT_FALSE(client.receive(pair.client_side + 100, -1, kWait)) << "no such peer";
+  EXPECT_FALSE(client.receive(pair.client_side + 100, {}, kWait)) << "no such peer";
   // Nothing comes: a wake written before (or while) it waits ends the receive at once, and
   // is left for the caller to read.
   const int wake = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   ASSERT_GE(wake, 0);
+  const std::uint64_t wake_id = runtime::new_wake_id();
   std::uint64_t one = 1;
   ASSERT_EQ(::write(wake, &one, sizeof one), 8);
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_TRUE(client.receive(pair.client_side, wake, Millis(60000)));
+  EXPECT_TRUE(client.receive(pair.client_side, {wake, wake_id}, Millis(60000)));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, MessageEndpoint::kReceiveSlice);
   std::uint64_t v = 0;
   EXPECT_EQ(::read(wake, &v, sizeof v), 8) << "the wake is the caller's to read";
   // A peer closing its side ends a receive waiting on it; close_peer() waits for one in
   // progress and afterwards receive() says it cannot.
   std::thread receiver([&] {
-    for (int i = 0; i < 100 && client.receive(pair.client_side, wake, kWait); ++i) {
+    for (int i = 0; i < 100 && client.receive(pair.client_side, {wake, wake_id}, kWait); ++i) {
     }
   });
   server.close_peer(pair.server_side, kWait);
   client.close_peer(pair.client_side, kWait);
   receiver.join();
-  EXPECT_FALSE(client.receive(pair.client_side, wake, kWait));
+  EXPECT_FALSE(client.receive(pair.client_side, {wake, wake_id}, kWait));
   ::close(wake);
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/runtime/socket_wait.h"
 #include "core/transport/provider_registry.h"
 #include "core/transport/provider_uri.h"
 #include "core/wire/iwarp_constants.h"
@@ -105,6 +106,29 @@ TEST(StreamEndpoint, RandomSizesArriveInOrderOverCopyAndWrite) {
   EXPECT_GT(counters.bytes_placed, 0u);
   EXPECT_GT(counters.bytes_copied, 0u);
   EXPECT_GT(lab.client.session_stats(lab.session)->writes_sent, 0u);
+}
+
+TEST(StreamEndpoint, WithoutIoUringReceivingThreadsPollAndLoseNothing) {
+  // A kernel or container without io_uring: the receiving threads wait in poll(2) and read
+  // after it (runtime/socket_wait.h), with the same order, wakes and close.
+  runtime::SocketWait::set_enabled(false);
+  {
+    Lab lab;
+    auto [c, s] = lab.stream();
+    const auto data = pattern(2 * 1024 * 1024, 11);
+    std::thread tx([&] { send_all(lab.client, c, data, 12); });
+    EXPECT_EQ(recv_all(lab.server, s, data.size()), data);
+    tx.join();
+    std::thread blocked([&] {
+      std::vector<std::uint8_t> buf(64);
+      auto r = lab.server.recv(s, buf, {.timeout = kForever});
+      EXPECT_FALSE(r.has_value()) << "the endpoint closed under it";
+    });
+    std::this_thread::sleep_for(20ms);
+    lab.server.close();
+    blocked.join();
+  }
+  runtime::SocketWait::set_enabled(true);
 }
 
 TEST(StreamEndpoint, ManyStreamsShareOneSession) {

@@ -8,6 +8,7 @@
 #include <array>
 #include <utility>
 
+#include "core/runtime/socket_wait.h"
 #include "core/wire/terminate.h"
 
 namespace rdma_interop::transport::tcp {
@@ -208,12 +209,15 @@ std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::siz
   }
 }
 
-bool TcpConnectionState::receive_here(int wake_fd, Millis timeout) {
+bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout) {
+  const int wake_fd = wake.fd;
   const auto entered = runtime::Clock::now();
   bool received = false;
   const int socket = enter_receive(false, &received);
   if (socket < 0) return false;
-  if (!received && timeout > Millis::zero()) {
+  if (!received && timeout > Millis::zero() && wait_and_read(socket, wake, timeout)) {
+    // Received (or woken) in the wait itself: one syscall where poll(2) and recv(2) are two.
+  } else if (!received && timeout > Millis::zero()) {
     std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
     ::poll(fds.data(), wake_fd < 0 ? 1 : 2,
            static_cast<int>(std::min(timeout, kLongestWait).count()));
@@ -223,6 +227,41 @@ bool TcpConnectionState::receive_here(int wake_fd, Millis timeout) {
     }
   }
   leave_receive(entered);
+  return true;
+}
+
+bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis timeout) {
+  runtime::SocketWait* wait = runtime::SocketWait::for_this_thread();
+  if (wait == nullptr) return false;
+  {
+    Guard guard(*this);
+    // One reader at a time: octets read outside mu_ must reach the decoder in order.
+    if (rx_reading_ || phase_ == Phase::kClosed || released_) return false;
+    rx_reading_ = true;
+  }
+  // The socket stays open meanwhile: this thread counts among receivers_, and close_socket()
+  // defers the close and wakes the RECV with SHUT_RD.
+  const auto r = wait->receive(socket, rx_buffer(), wake, std::min(timeout, kLongestWait));
+  Guard guard(*this);
+  rx_reading_ = false;
+  if (r.kind == runtime::SocketWait::Result::Kind::kUnavailable) return false;
+  if (phase_ == Phase::kClosed || released_) return true;
+  switch (r.kind) {
+    case runtime::SocketWait::Result::Kind::kData:
+      ++rx_reads_;
+      feed(rx_buffer().first(r.bytes));
+      // A full buffer may have left more behind: the next receive reads without waiting.
+      rx_drained_ = r.bytes < rx_buffer().size();
+      break;
+    case runtime::SocketWait::Result::Kind::kEof:
+    case runtime::SocketWait::Result::Kind::kError:
+      ++rx_reads_;
+      on_peer_closed(r.kind == runtime::SocketWait::Result::Kind::kError, r.error);
+      break;
+    default:
+      break;  // woken or timed out: the caller looks at why
+  }
+  if (phase_ != Phase::kClosed) act_on_endpoint();
   return true;
 }
 
@@ -386,13 +425,19 @@ void TcpConnectionState::receive(bool read) {
   if (phase_ != Phase::kClosed) act_on_endpoint();
 }
 
-void TcpConnectionState::read_socket() {
+std::span<std::uint8_t> TcpConnectionState::rx_buffer() {
   // One buffer per thread, not per connection: a 256 KiB allocation is an mmap and munmap
   // per connection, and the decoder keeps what it still needs of a read.
   thread_local const std::unique_ptr<std::uint8_t[]> buffer =
       std::make_unique_for_overwrite<std::uint8_t[]>(kRxBufferSize);
+  return {buffer.get(), kRxBufferSize};
+}
+
+void TcpConnectionState::read_socket() {
+  // A thread waiting in wait_and_read() reads this socket: its octets come first.
+  if (rx_reading_) return;
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const std::span<std::uint8_t> rx(buffer.get(), kRxBufferSize);
+    const std::span<std::uint8_t> rx = rx_buffer();
     const runtime::IoResult r = runtime::read_some(fd_.get(), rx);
     rx_drained_ = r.would_block || r.bytes < rx.size();
     if (r.would_block) return;

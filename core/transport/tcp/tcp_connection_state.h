@@ -22,7 +22,9 @@
 // input; once no thread has polled for kClaimIdle, the event thread takes receiving back,
 // so a connection nobody polls still places Writes, answers Reads and sees the peer close.
 // A connection on a shared queue (QpCaps::cq) is received by the event thread, unless a
-// thread claims it the same way with receive_here (the message endpoint's waiters do).
+// thread claims it the same way with receive_here (the message endpoint's waiters do);
+// receive_here waits and reads in one syscall where io_uring allows (wait_and_read,
+// runtime/socket_wait.h), the socket's reads then being that thread's alone (rx_reading_).
 //
 // Locking: mu_ guards everything below it in the class, the socket's reads included: any
 // thread holding it may read the socket. Writes are the one exception: one thread at a time
@@ -77,7 +79,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
   // Connection::receive_here: the receive side claimed as poll_completions claims it.
-  bool receive_here(int wake_fd, Millis timeout);
+  bool receive_here(runtime::WakeFd wake, Millis timeout);
   ConnectionState state() const;
   std::string error_detail() const;
   std::optional<wire::TerminateMessage> terminate_received() const;
@@ -107,6 +109,8 @@ class TcpConnectionState : public runtime::IoHandler,
   // socket when it may hold something, then act on what came (transmit, completions, close).
   void receive(bool read);
   void read_socket();
+  // This thread's receive buffer (read_socket's and wait_and_read's).
+  static std::span<std::uint8_t> rx_buffer();
   void feed(std::span<const std::uint8_t> octets);
   void transmit();
   struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
@@ -135,6 +139,11 @@ class TcpConnectionState : public runtime::IoHandler,
   int enter_receive(bool readable, bool* received = nullptr);
   // `entered`: when the caller's enter_receive began.
   void leave_receive(runtime::TimePoint entered);
+  // Without mu_, between enter_receive and leave_receive: waits for the socket's octets or
+  // `wake` in one syscall (runtime::SocketWait), and takes what came as read_socket()
+  // would. False, having done nothing, where io_uring is unavailable or another thread
+  // reads this way now (the caller then polls).
+  bool wait_and_read(int socket, runtime::WakeFd wake, Millis timeout);
 
   runtime::EventLoop& loop_;
   const ConnectionInfo info_;
@@ -171,6 +180,7 @@ class TcpConnectionState : public runtime::IoHandler,
   bool rx_drained_ = false;      // the last read found the socket empty (EAGAIN or a short read)
   std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
+  bool rx_reading_ = false;      // a thread in wait_and_read() owns the socket's reads
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
   runtime::TimePoint last_receive_{};  // when the last of them left
   std::optional<runtime::EventLoop::TimerId> claim_timer_;
