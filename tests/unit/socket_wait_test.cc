@@ -67,49 +67,71 @@ std::string text(std::span<const std::uint8_t> b, std::size_t n) {
   return {reinterpret_cast<const char*>(b.data()), n};
 }
 
+// The octets a receive brought, or what ended it instead.
+std::string outcome(const SocketWait::Result& r, std::span<const std::uint8_t> buf) {
+  switch (r.kind) {
+    case Kind::kData:
+      return text(buf, r.bytes);
+    case Kind::kEof:
+      return "<eof>";
+    case Kind::kError:
+      return "<error>";
+    case Kind::kWoken:
+      return "<woken>";
+    case Kind::kTimeout:
+      return "<timeout>";
+    case Kind::kUnavailable:
+      return "<unavailable>";
+  }
+  return "<?>";
+}
+
+// What a receive on `p` (up to 5 s) brings when `event` happens `delay` into its wait, on
+// another thread.
+template <class F>
+std::string receive_while(const Pair& p, WakeFd wake, std::chrono::milliseconds delay,
+                          F event) {
+  std::jthread other([delay, event] {
+    std::this_thread::sleep_for(delay);
+    event();
+  });
+  std::array<std::uint8_t, 64> buf{};
+  return outcome(wait().receive(p.ours, buf, wake, 5s), buf);
+}
+
 TEST(SocketWait, OctetsAlreadyThereAreReceivedAtOnce) {
   Pair p;
   Wake w;
   p.send("hello");
   std::array<std::uint8_t, 64> buf{};
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  ASSERT_EQ(r.kind, Kind::kData);
-  EXPECT_EQ(text(buf, r.bytes), "hello");
+  const std::string r = outcome(wait().receive(p.ours, buf, w.ref(), 5s), buf);
+  EXPECT_EQ(r, "hello");
 }
 
 TEST(SocketWait, OctetsThatComeLaterEndTheWait) {
   Pair p;
   Wake w;
-  std::thread peer([&] {
-    std::this_thread::sleep_for(30ms);
+  const std::string r = receive_while(p, w.ref(), 30ms, [&] {
     p.send("later");
   });
-  std::array<std::uint8_t, 64> buf{};
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  peer.join();
-  ASSERT_EQ(r.kind, Kind::kData);
-  EXPECT_EQ(text(buf, r.bytes), "later");
+  EXPECT_EQ(r, "later");
 }
 
 TEST(SocketWait, AWakeFromAnotherThreadEndsTheWaitAndTheNextOctetsAreStillReceived) {
   Pair p;
   Wake w;
-  std::thread waker([&] {
-    std::this_thread::sleep_for(30ms);
+  const auto t0 = Clock::now();
+  const std::string r = receive_while(p, w.ref(), 30ms, [&] {
     w.signal();
   });
-  std::array<std::uint8_t, 64> buf{};
-  const auto t0 = Clock::now();
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  waker.join();
-  EXPECT_EQ(r.kind, Kind::kWoken);
+  EXPECT_EQ(r, "<woken>");
   EXPECT_LT(Clock::now() - t0, 4s);
   w.clear();
   // The RECV the wake ended was taken back: these octets are the next wait's, whole.
+  std::array<std::uint8_t, 64> buf{};
   p.send("after the wake");
-  const auto r2 = wait().receive(p.ours, buf, w.ref(), 5s);
-  ASSERT_EQ(r2.kind, Kind::kData);
-  EXPECT_EQ(text(buf, r2.bytes), "after the wake");
+  const std::string r2 = outcome(wait().receive(p.ours, buf, w.ref(), 5s), buf);
+  EXPECT_EQ(r2, "after the wake");
 }
 
 TEST(SocketWait, OctetsAndAWakeTogetherLoseNoOctets) {
@@ -154,14 +176,10 @@ TEST(SocketWait, AWaitAfterAnotherEndsOnlyByItsOwnCauses) {
   const auto t0 = Clock::now();
   EXPECT_EQ(wait().receive(p.ours, buf, w.ref(), 50ms).kind, Kind::kTimeout);
   EXPECT_GE(Clock::now() - t0, 45ms);
-  std::thread peer([&] {
-    std::this_thread::sleep_for(30ms);
+  const std::string r = receive_while(p, w.ref(), 30ms, [&] {
     p.send("third");
   });
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  peer.join();
-  ASSERT_EQ(r.kind, Kind::kData);
-  EXPECT_EQ(text(buf, r.bytes), "third");
+  EXPECT_EQ(r, "third");
 }
 
 TEST(SocketWait, AWaitOnAnotherWakeDescriptorIsNotEndedByTheOldOnesPollTakenBack) {
@@ -202,30 +220,22 @@ TEST(SocketWait, WithoutAWakeDescriptorOnlyTheSocketOrTheTimeoutEndIt) {
 TEST(SocketWait, ThePeersCloseIsTheEnd) {
   Pair p;
   Wake w;
-  std::thread peer([&] {
-    std::this_thread::sleep_for(20ms);
+  const std::string r = receive_while(p, w.ref(), 20ms, [&] {
     ::close(p.theirs);
     p.theirs = -1;
   });
-  std::array<std::uint8_t, 64> buf{};
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  peer.join();
-  EXPECT_EQ(r.kind, Kind::kEof);
+  EXPECT_EQ(r, "<eof>");
 }
 
 TEST(SocketWait, OurOwnShutRdEndsAWaitingReceive) {
   // How a connection closed under a receiving thread wakes it (tcp_connection_state.cc).
   Pair p;
   Wake w;
-  std::thread closer([&] {
-    std::this_thread::sleep_for(20ms);
+  const auto t0 = Clock::now();
+  const std::string r = receive_while(p, w.ref(), 20ms, [&] {
     ::shutdown(p.ours, SHUT_RD);
   });
-  std::array<std::uint8_t, 64> buf{};
-  const auto t0 = Clock::now();
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  closer.join();
-  EXPECT_EQ(r.kind, Kind::kEof);
+  EXPECT_EQ(r, "<eof>");
   EXPECT_LT(Clock::now() - t0, 4s);
 }
 
@@ -243,13 +253,10 @@ TEST(SocketWait, AWakeDescriptorClosedBetweenWaitsAndItsNumberReusedWakesTheNewO
   }
   Wake second;
   ASSERT_EQ(second.fd, number) << "the lowest free number is reused";
-  std::thread waker([&] {
-    std::this_thread::sleep_for(20ms);
+  const std::string r = receive_while(p, second.ref(), 20ms, [&] {
     second.signal();
   });
-  const auto r = wait().receive(p.ours, buf, second.ref(), 5s);
-  waker.join();
-  EXPECT_EQ(r.kind, Kind::kWoken);
+  EXPECT_EQ(r, "<woken>");
 }
 
 TEST(SocketWait, AForkedChildWaitsWithARingOfItsOwn) {
@@ -273,9 +280,8 @@ TEST(SocketWait, AForkedChildWaitsWithARingOfItsOwn) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
   // The parent's ring still works after the child's exit.
   p.send("again");
-  const auto r = wait().receive(p.ours, buf, w.ref(), 5s);
-  ASSERT_EQ(r.kind, Kind::kData);
-  EXPECT_EQ(text(buf, r.bytes), "again");
+  const std::string r = outcome(wait().receive(p.ours, buf, w.ref(), 5s), buf);
+  EXPECT_EQ(r, "again");
 }
 
 TEST(SocketWait, DisabledThereIsNoneAndEnabledAgainThereIs) {
