@@ -193,7 +193,7 @@ class MessageEndpoint {
   // the provider's event thread (a wakeup and a context switch each way). Returns once it
   // received something, `wake` (an eventfd the caller's other threads write; the caller
   // reads it) is readable, or `timeout` passed. close_peer() and close() write `wake` and
-  // wait for the receive to return; without one (-1) a receive waits kReceiveSlice at most.
+  // wait for the receive to return; without one (fd -1) a receive waits kReceiveSlice at most.
   // False at once when the provider cannot (verbs, sim) or the peer is unknown or not
   // connected: wait another way. Not from a handler.
   static constexpr transport::Millis kReceiveSlice{100};

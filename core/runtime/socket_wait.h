@@ -18,8 +18,11 @@
 // The POLL on the wake descriptor stays armed from one wait to the next while the descriptor
 // is the same (WakeFd: its number and an identity, since a closed descriptor's number comes
 // back for another file), so a wait is one request, the RECV, and one completion ends it.
-// A wake that comes between two waits is not lost: the next wait returns at once, as poll(2)
-// would with the descriptor still readable. Another descriptor's POLL is taken back first.
+// A wake that comes between two waits is not lost: the next wait returns at once (kWoken),
+// as poll(2) would with the descriptor still readable, and even if it was read meanwhile:
+// a POLL reports the wakeup it saw, so a wait may end for a wake already taken care of.
+// Callers look again at why they wait, as they do after poll(2). Another descriptor's POLL
+// is taken back first.
 //
 // Threading: one per thread (thread_local), used only by it. A RECV is never left in flight:
 // receive() returns only once the kernel is done with the buffer and the socket. The POLL

@@ -202,7 +202,7 @@ class Connection {
   // for what this connection brings (the message endpoint, message_endpoint.h): reads and
   // processes what the connection holds, so its completions are pushed (and the queue's
   // handler runs) on this thread; if that brought nothing, waits up to `timeout` until there
-  // is more, then takes it, or until `wake` (an eventfd, -1: none) is readable. The
+  // is more, then takes it, or until `wake` (an eventfd; its fd -1: none) is readable. The
   // caller reads `wake` itself. While a thread receives here, and shortly after, the
   // event thread does not (a claim, as poll_completions on an own queue takes:
   // tcp_connection_state.h), so a request/response costs the waiting thread no hand-off from

@@ -238,12 +238,14 @@ bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis 
     // One reader at a time: octets read outside mu_ must reach the decoder in order.
     if (rx_reading_ || phase_ == Phase::kClosed || released_) return false;
     rx_reading_ = true;
+    update_interest();  // no epoll_ctl while claimed, the common case: nothing changes
   }
   // The socket stays open meanwhile: this thread counts among receivers_, and close_socket()
   // defers the close and wakes the RECV with SHUT_RD.
   const auto r = wait->receive(socket, rx_buffer(), wake, std::min(timeout, kLongestWait));
   Guard guard(*this);
   rx_reading_ = false;
+  update_interest();
   if (r.kind == runtime::SocketWait::Result::Kind::kUnavailable) return false;
   if (phase_ == Phase::kClosed || released_) return true;
   switch (r.kind) {
@@ -698,7 +700,10 @@ void TcpConnectionState::arm_close_timer(runtime::TimePoint deadline) {
 void TcpConnectionState::update_interest() {
   if (!watching_) return;
   const bool want_out = phase_ == Phase::kOpen && !unsent_.empty();
-  const std::uint32_t want = (rx_claimed_ ? 0u : static_cast<std::uint32_t>(EPOLLIN)) |
+  // No EPOLLIN while a thread receives: it reads, and a level-triggered readiness the event
+  // thread may not act on (read_socket() leaves the socket to a RECV in flight) would spin it.
+  const bool want_in = !rx_claimed_ && !rx_reading_;
+  const std::uint32_t want = (want_in ? static_cast<std::uint32_t>(EPOLLIN) : 0u) |
                              (want_out ? static_cast<std::uint32_t>(EPOLLOUT) : 0u);
   if (want == interest_) return;
   interest_ = want;

@@ -27,7 +27,11 @@
 // runtime/socket_wait.h), the socket's reads then being that thread's alone (rx_reading_).
 //
 // Locking: mu_ guards everything below it in the class, the socket's reads included: any
-// thread holding it may read the socket. Writes are the one exception: one thread at a time
+// thread holding it may read the socket, unless rx_reading_: then a thread in
+// wait_and_read() reads it without mu_ (an io_uring RECV), and no other reads until it took
+// what came, under mu_ (a second receiver polling the socket meanwhile may find it readable
+// until that RECV took the octets: a short spin, never two readers). Writes are the other
+// exception: one thread at a time
 // (tx_busy_, under mu_) writes, and it lets go of mu_ around each write syscall, so the event
 // thread reading this socket, or another thread posting, never waits for a sendmsg; what
 // they add meanwhile the writer sends before it stops, and no completion is announced while
