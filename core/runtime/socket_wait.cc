@@ -22,6 +22,12 @@ std::atomic<bool> disabled{false};
 // Bumped in a fork()ed child: a ring made before the fork is the parent's (SINGLE_ISSUER
 // refuses the child), so each thread makes its own again.
 std::atomic<std::uint64_t> fork_generation{0};
+// Rings let go of, for ThreadSanitizer's sake: liburing maps and unmaps a ring with raw
+// syscalls, which TSan does not see, so a new ring the kernel maps where an exited thread's
+// was looked like memory two threads wrote without order. Releasing this before a ring is
+// unmapped and acquiring it before one is mapped says what the kernel does: the unmap came
+// first. (Found by the tsan tier; one atomic operation per ring made or let go.)
+std::atomic<std::uint64_t> rings_let_go{0};
 
 }  // namespace
 
@@ -61,6 +67,7 @@ SocketWait* SocketWait::for_this_thread() {
   // Made once per thread (and per fork); a refusal (ENOSYS, EPERM, EINVAL) is not asked again.
   auto ring = std::make_unique<Ring>();
   // Four entries: a POLL taken back, a POLL, the RECV; a cancel after them.
+  (void)rings_let_go.load(std::memory_order_acquire);
   if (io_uring_queue_init(4, &ring->ring,
                           IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) == 0) {
     mine.wait.reset(new SocketWait(ring.release()));
@@ -75,6 +82,7 @@ void SocketWait::set_enabled(bool enabled) {
 SocketWait::SocketWait(Ring* ring) : ring_(ring) {}
 
 SocketWait::~SocketWait() {
+  rings_let_go.fetch_add(1, std::memory_order_release);
   io_uring_queue_exit(&ring_->ring);  // the kernel cancels an armed POLL with the ring
   delete ring_;
 }
