@@ -7,12 +7,12 @@
 
 namespace rdma_interop::transport::verbs {
 
-Depths connect_depths(const cm::MpaPolicy& policy, const DeviceLimits& limits) {
+Depths connect_depths(const cm::MpaPolicy& policy, const QpDeviceLimits& limits) {
   return Depths{static_cast<std::uint8_t>(std::min<unsigned>({policy.ird, limits.max_ird, 255u})),
                 static_cast<std::uint8_t>(std::min<unsigned>({policy.ord, limits.max_ord, 255u}))};
 }
 
-Depths accept_depths(const cm::MpaPolicy& policy, const DeviceLimits& limits,
+Depths accept_depths(const cm::MpaPolicy& policy, const QpDeviceLimits& limits,
                      std::uint8_t peer_ird) {
   Depths d = connect_depths(policy, limits);
   d.ord = std::min(d.ord, peer_ird);

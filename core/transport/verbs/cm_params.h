@@ -24,10 +24,10 @@ struct Depths {
 
 // Connecting: the policy's IRD/ORD, at most what the device allows (librdmacm refuses more
 // with EINVAL) and what rdma_conn_param's 8 bits hold.
-Depths connect_depths(const cm::MpaPolicy& policy, const DeviceLimits& limits);
+Depths connect_depths(const cm::MpaPolicy& policy, const QpDeviceLimits& limits);
 // Accepting: as connecting, and the ORD no higher than the requester's IRD (the request's
 // initiator_depth): RFC 6581's relaxed rule, and what the IB CM requires.
-Depths accept_depths(const cm::MpaPolicy& policy, const DeviceLimits& limits,
+Depths accept_depths(const cm::MpaPolicy& policy, const QpDeviceLimits& limits,
                      std::uint8_t peer_ird);
 
 enum class CmMessage : std::uint8_t { kRequest, kReply, kReject };

@@ -9,7 +9,7 @@
 
 namespace rdma_interop::transport::verbs {
 
-Expected<DeviceLimits, std::string> query_limits(const rdma_cm_id* id) {
+Expected<QpDeviceLimits, std::string> query_limits(const rdma_cm_id* id) {
   if (id == nullptr || id->verbs == nullptr) {
     return unexpected(std::string("the cm_id is not bound to an RDMA device"));
   }
@@ -17,7 +17,7 @@ Expected<DeviceLimits, std::string> query_limits(const rdma_cm_id* id) {
   if (const int rc = ibv_query_device(id->verbs, &attr); rc != 0) {
     return unexpected("ibv_query_device failed: " + errno_sentence(rc));
   }
-  DeviceLimits limits;
+  QpDeviceLimits limits;
   limits.device = ibv_get_device_name(id->verbs->device);
   limits.iwarp = id->verbs->device->transport_type == IBV_TRANSPORT_IWARP;
   limits.max_qp_wr = static_cast<std::uint32_t>(std::max(attr.max_qp_wr, 1));

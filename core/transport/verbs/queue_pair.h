@@ -25,7 +25,7 @@
 namespace rdma_interop::transport::verbs {
 
 // What the device allows, from ibv_query_device, and which transport it speaks.
-struct DeviceLimits {
+struct QpDeviceLimits {
   std::string device;  // "rxe0"
   bool iwarp = false;  // IBV_TRANSPORT_IWARP (siw, cxgb4...); else IB or RoCE
   std::uint32_t max_qp_wr = 0;
@@ -36,7 +36,7 @@ struct DeviceLimits {
 
 // Queries the device an id is bound to (id->verbs set: after address resolution or for a
 // connection request's id).
-Expected<DeviceLimits, std::string> query_limits(const rdma_cm_id* id);
+Expected<QpDeviceLimits, std::string> query_limits(const rdma_cm_id* id);
 
 class QueuePair {
  public:
@@ -50,7 +50,7 @@ class QueuePair {
   ibv_cq* cq() const { return cq_; }
   ibv_comp_channel* channel() const { return channel_; }
   ibv_qp* qp() const { return id_->qp; }
-  const DeviceLimits& limits() const { return limits_; }
+  const QpDeviceLimits& limits() const { return limits_; }
   // The send queue's depth the device granted: what was asked, or more (a device may round
   // its ring up).
   std::uint32_t send_depth() const { return send_depth_; }
@@ -59,7 +59,7 @@ class QueuePair {
   explicit QueuePair(rdma_cm_id* id) : id_(id) {}
 
   rdma_cm_id* id_;
-  DeviceLimits limits_;
+  QpDeviceLimits limits_;
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;

@@ -122,7 +122,7 @@ class VerbsConnectionState : public runtime::IoHandler,
                    std::shared_ptr<SetupRendezvous> result);
   // Answers `result` (if begun) with `error` and tears everything down.
   void fail_setup(ConnectError error);
-  const DeviceLimits& limits() const { return qp_->limits(); }
+  const QpDeviceLimits& limits() const { return qp_->limits(); }
 
   // ---- Application side, any thread ----
   const ConnectionInfo& info() const { return info_; }  // set before the state is handed out

@@ -84,7 +84,7 @@ void Connector::on_cm_event(const CmEvent& e) {
 void Connector::on_route_resolved() {
   auto qp = QueuePair::create(id_, options_.caps);
   if (!qp) return fail(ConnectError::Kind::kSetup, "cannot create the queue pair: " + qp.error());
-  const DeviceLimits limits = (*qp)->limits();
+  const QpDeviceLimits limits = (*qp)->limits();
   if (auto too_long =
           check_private_data(options_.private_data, limits.iwarp, CmMessage::kRequest)) {
     qp->reset();  // the QP goes before its id

@@ -73,7 +73,7 @@ void PendingRequest::accept_on_loop(std::vector<std::uint8_t> private_data, cons
     return refuse(
         connect_error(ConnectError::Kind::kSetup, "cannot create the queue pair: " + qp.error()));
   }
-  const DeviceLimits limits = (*qp)->limits();
+  const QpDeviceLimits limits = (*qp)->limits();
   if (auto too_long = check_private_data(private_data, limits.iwarp, CmMessage::kReply)) {
     qp->reset();
     return refuse(connect_error(ConnectError::Kind::kInvalidArgument, *too_long));
