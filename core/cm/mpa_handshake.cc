@@ -10,9 +10,6 @@
 namespace rdma_interop::cm {
 namespace {
 
-constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
-                                                   wire::kMpaCodeNoMatchingRtr};
-
 constexpr wire::TerminateCause kInvalidStagCause{
     wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteProtection, wire::kRdmapCodeInvalidStag};
 

@@ -5,8 +5,6 @@
 namespace rdma_interop::cm {
 namespace {
 
-constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
-                                                   wire::kMpaCodeNoMatchingRtr};
 constexpr wire::TerminateCause kInsufficientIrdCause{wire::TermLayer::kLlp, wire::kMpaEtype,
                                                      wire::kMpaCodeInsufficientIrd};
 constexpr RtrType kDefaultOrder[] = {RtrType::kRead, RtrType::kWrite, RtrType::kSend};

@@ -39,6 +39,11 @@
 
 namespace rdma_interop::cm {
 
+// RFC 6581 s5: the Terminate that ends a connection whose RTR types have nothing in common,
+// sent by the side that found it (an accepting responder, or an initiator reading the Reply).
+inline constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
+                                                          wire::kMpaCodeNoMatchingRtr};
+
 // Instead of an answer: no Reply at all, and the TCP connection reset or closed.
 enum class Hangup : std::uint8_t { kNone, kReset, kClose };
 
