@@ -53,8 +53,10 @@ constexpr std::size_t kSmallestRing = 256;
 // The most octets DATA frames join into one copied segment (on_data).
 constexpr std::size_t kJoinedSegment = 64 * 1024;
 
+}  // namespace
+
 // Octets received for a stream and not read yet: copied ones, or a stretch of the sink.
-struct Segment {
+struct StreamSession::Segment {
   std::vector<std::uint8_t> bytes;  // empty for a sink stretch
   std::uint32_t ring_length = 0;    // a sink stretch: its length
   std::size_t read = 0;             // octets of it read already
@@ -63,12 +65,12 @@ struct Segment {
 
 // A Write in flight: the stream octets [start, end) sit in the peer's sink until it reads
 // past `end`; our send ring keeps them until then (the Write reads them from there).
-struct WriteSpan {
+struct StreamSession::WriteSpan {
   std::uint64_t start = 0;
   std::uint64_t end = 0;
 };
 
-struct PeerSink {
+struct StreamSession::PeerSink {
   std::uint32_t stag = 0;
   std::uint64_t offset = 0;
   std::uint32_t size = 0;
@@ -77,8 +79,6 @@ struct PeerSink {
   std::uint64_t free() const { return size - (written - freed); }
   std::uint64_t to_end() const { return size - written % size; }
 };
-
-}  // namespace
 
 struct StreamSession::Stream {
   enum class Phase : std::uint8_t { kOpening, kWaitingAccept, kOpen };

@@ -231,7 +231,10 @@ class StreamSession {
 
  private:
   struct Stream;
-  struct Ring;  // a region used as a ring of octets
+  struct Ring;       // a region used as a ring of octets
+  struct Segment;    // octets received for a stream and not read yet
+  struct WriteSpan;  // a Write of ours in flight
+  struct PeerSink;   // the peer's sink, as our Writes fill it
 
   Stream* find(StreamId id);
   const Stream* find(StreamId id) const;
