@@ -248,20 +248,10 @@ bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis 
   update_interest();
   if (r.kind == runtime::SocketWait::Result::Kind::kUnavailable) return false;
   if (phase_ == Phase::kClosed || released_) return true;
-  switch (r.kind) {
-    case runtime::SocketWait::Result::Kind::kData:
-      ++rx_reads_;
-      feed(rx_buffer().first(r.bytes));
-      // A full buffer may have left more behind: the next receive reads without waiting.
-      rx_drained_ = r.bytes < rx_buffer().size();
-      break;
-    case runtime::SocketWait::Result::Kind::kEof:
-    case runtime::SocketWait::Result::Kind::kError:
-      ++rx_reads_;
-      on_peer_closed(r.kind == runtime::SocketWait::Result::Kind::kError, r.error);
-      break;
-    default:
-      break;  // woken or timed out: the caller looks at why
+  using Kind = runtime::SocketWait::Result::Kind;
+  // Woken or timed out: nothing read, the caller looks at why.
+  if (r.kind == Kind::kData || r.kind == Kind::kEof || r.kind == Kind::kError) {
+    take_read(r.bytes, r.kind != Kind::kData, r.kind == Kind::kError ? r.error : 0);
   }
   if (phase_ != Phase::kClosed) act_on_endpoint();
   return true;
@@ -439,18 +429,25 @@ void TcpConnectionState::read_socket() {
   // A thread waiting in wait_and_read() reads this socket: its octets come first.
   if (rx_reading_) return;
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const std::span<std::uint8_t> rx = rx_buffer();
-    const runtime::IoResult r = runtime::read_some(fd_.get(), rx);
-    rx_drained_ = r.would_block || r.bytes < rx.size();
-    if (r.would_block) return;
-    ++rx_reads_;
-    if (r.eof || r.error != 0) {
-      on_peer_closed(r.error != 0, r.error);
+    const runtime::IoResult r = runtime::read_some(fd_.get(), rx_buffer());
+    if (r.would_block) {
+      rx_drained_ = true;
       return;
     }
-    feed(rx.first(r.bytes));
-    if (r.bytes < rx.size()) return;
+    if (!take_read(r.bytes, r.eof || r.error != 0, r.error)) return;
   }
+}
+
+bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error) {
+  ++rx_reads_;
+  // A full buffer may have left more behind: the next receive reads without waiting.
+  rx_drained_ = closed || bytes < rx_buffer().size();
+  if (closed) {
+    on_peer_closed(error != 0, error);
+    return false;
+  }
+  feed(rx_buffer().first(bytes));
+  return !rx_drained_;
 }
 
 void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {

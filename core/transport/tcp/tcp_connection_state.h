@@ -116,6 +116,10 @@ class TcpConnectionState : public runtime::IoHandler,
   // This thread's receive buffer (read_socket's and wait_and_read's).
   static std::span<std::uint8_t> rx_buffer();
   void feed(std::span<const std::uint8_t> octets);
+  // What one read of the socket brought into rx_buffer(), taken the same way whoever read it
+  // (the event thread's read_some, a receiving thread's RECV): counted, then fed to the
+  // decoder, or the peer's close. True when the buffer came back full: more may be waiting.
+  bool take_read(std::size_t bytes, bool closed, int error);
   void transmit();
   struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
   void write_ready();  // transmit()'s loop, by the one writer
