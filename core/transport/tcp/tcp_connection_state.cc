@@ -249,10 +249,9 @@ bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis 
   if (r.kind == runtime::SocketWait::Result::Kind::kUnavailable) return false;
   if (phase_ == Phase::kClosed || released_) return true;
   using Kind = runtime::SocketWait::Result::Kind;
-  // Woken or timed out: nothing read, the caller looks at why.
   if (r.kind == Kind::kData || r.kind == Kind::kEof || r.kind == Kind::kError) {
     take_read(r.bytes, r.kind != Kind::kData, r.kind == Kind::kError ? r.error : 0);
-  }
+  }  // else woken or timed out: nothing was read, and the caller looks at why
   if (phase_ != Phase::kClosed) act_on_endpoint();
   return true;
 }
@@ -446,8 +445,9 @@ bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error) {
     on_peer_closed(error != 0, error);
     return false;
   }
+  const bool full = !rx_drained_;
   feed(rx_buffer().first(bytes));
-  return !rx_drained_;
+  return full;
 }
 
 void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {
