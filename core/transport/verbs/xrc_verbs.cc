@@ -8,17 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/runtime/socket_util.h"
 #include "core/transport/verbs/cm_address.h"
 
 namespace rdma_interop::transport::verbs {
 namespace {
 
-std::string errno_text(int e) {
-  return std::string(std::strerror(e)) + " (errno " + std::to_string(e) + ")";
-}
-
-XrcVerbsError error_of(int e, const std::string& what) {
-  return XrcVerbsError{e, what + ": " + errno_text(e)};
+XrcVerbsError xrc_error(int e, const std::string& what) {
+  return XrcVerbsError{e, what + ": " + runtime::errno_text(e)};
 }
 
 // Opens `device` by name; null (errno set) when it is not there.
@@ -67,7 +64,7 @@ std::optional<XrcSupport> query_xrc_support(const std::string& device) {
   const int fd = ::mkstemp(path);
   if (fd < 0) {
     s.error = errno;
-    s.detail = "cannot make a scratch file for ibv_open_xrcd: " + errno_text(errno);
+    s.detail = "cannot make a scratch file for ibv_open_xrcd: " + runtime::errno_text(errno);
   } else {
     ::unlink(path);
     if (ibv_xrcd* xrcd = open_xrcd(context, fd, true)) {
@@ -78,7 +75,7 @@ std::optional<XrcSupport> query_xrc_support(const std::string& device) {
       s.error = errno;
       s.detail =
           std::string(XrcVerbsError{s.error, {}}.not_supported() ? "not supported: " : "failed: ") +
-          "ibv_open_xrcd: " + errno_text(s.error);
+          "ibv_open_xrcd: " + runtime::errno_text(s.error);
     }
     ::close(fd);
   }
@@ -111,11 +108,11 @@ struct XrcDeviceHandles {
 
   std::optional<XrcVerbsError> open(const std::string& device) {
     context = open_device(device);
-    if (!context) return error_of(errno, "open device " + device);
+    if (!context) return xrc_error(errno, "open device " + device);
     pd = ibv_alloc_pd(context);
-    if (!pd) return error_of(errno, "ibv_alloc_pd");
+    if (!pd) return xrc_error(errno, "ibv_alloc_pd");
     cq = ibv_create_cq(context, 256, nullptr, nullptr, 0);
-    if (!cq) return error_of(errno, "ibv_create_cq");
+    if (!cq) return xrc_error(errno, "ibv_create_cq");
     return std::nullopt;
   }
   ~XrcDeviceHandles() {
@@ -144,9 +141,9 @@ Expected<std::unique_ptr<XrcDomain>, XrcVerbsError> XrcDomain::open(const std::s
   auto objects = std::make_unique<Objects>();
   if (auto e = objects->dev.open(device)) return unexpected(*e);
   objects->fd = ::open(path.c_str(), O_RDONLY | (create ? O_CREAT : 0), 0600);
-  if (objects->fd < 0) return unexpected(error_of(errno, "open " + path));
+  if (objects->fd < 0) return unexpected(xrc_error(errno, "open " + path));
   objects->xrcd = open_xrcd(objects->dev.context, objects->fd, create);
-  if (!objects->xrcd) return unexpected(error_of(errno, "ibv_open_xrcd on " + device));
+  if (!objects->xrcd) return unexpected(xrc_error(errno, "ibv_open_xrcd on " + device));
   std::unique_ptr<XrcDomain> d(new XrcDomain());
   d->device_ = device;
   d->objects_ = std::move(objects);
@@ -161,7 +158,7 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::create_target_qp() {
   attr.comp_mask = IBV_QP_INIT_ATTR_XRCD;
   attr.xrcd = objects_->xrcd;
   ibv_qp* qp = ibv_create_qp_ex(objects_->dev.context, &attr);
-  if (!qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_RECV)"));
+  if (!qp) return unexpected(xrc_error(errno, "ibv_create_qp_ex(IBV_QPT_XRC_RECV)"));
   objects_->qps.push_back(qp);
   return qp->qp_num;
 }
@@ -173,7 +170,7 @@ Expected<std::uint32_t, XrcVerbsError> XrcDomain::open_target_qp(std::uint32_t q
   attr.xrcd = objects_->xrcd;
   attr.qp_type = IBV_QPT_XRC_RECV;
   ibv_qp* qp = ibv_open_qp(objects_->dev.context, &attr);
-  if (!qp) return unexpected(error_of(errno, "ibv_open_qp " + std::to_string(qp_num)));
+  if (!qp) return unexpected(xrc_error(errno, "ibv_open_qp " + std::to_string(qp_num)));
   objects_->qps.push_back(qp);
   return qp->qp_num;
 }
@@ -199,7 +196,7 @@ Expected<std::unique_ptr<XrcInitiator>, XrcVerbsError> XrcInitiator::create(
   attr.cap.max_send_wr = 64;
   attr.cap.max_send_sge = 1;
   objects->qp = ibv_create_qp_ex(objects->dev.context, &attr);
-  if (!objects->qp) return unexpected(error_of(errno, "ibv_create_qp_ex(IBV_QPT_XRC_SEND)"));
+  if (!objects->qp) return unexpected(xrc_error(errno, "ibv_create_qp_ex(IBV_QPT_XRC_SEND)"));
   std::unique_ptr<XrcInitiator> i(new XrcInitiator());
   i->qp_num_ = objects->qp->qp_num;
   i->objects_ = std::move(objects);
