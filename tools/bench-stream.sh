@@ -11,8 +11,9 @@
 #   default 10000), --json PATH (the figures as JSON), --require-counters (fail if syscalls
 #   cannot be counted).
 # Prints 64 KiB stream throughput, the 64 B request/response round trip and streams opened per
-# second, each next to its raw TCP baseline measured in the same run (for throughput, the best
-# of raw TCP streams and iperf3), the memory of idle streams, then context switches, syscalls
+# second, each next to its raw TCP baseline measured in the same run (for throughput, five
+# rounds, each run of ours against the best raw TCP streams just before and after it and
+# iperf3's, and the median round's ratio), the memory of idle streams, then context switches, syscalls
 # and the stream layer's messages and Writes per operation, with issue 24's targets. A missed
 # target is printed, not an error. Needs iperf3 on PATH; syscalls are counted as root
 # (perf_event_open on raw_syscalls:sys_enter).

@@ -39,8 +39,9 @@
 
 namespace rdma_interop::cm {
 
-// RFC 6581 s5: the Terminate that ends a connection whose RTR types have nothing in common,
-// sent by the side that found it (an accepting responder, or an initiator reading the Reply).
+// The Terminate with MPA code 0x07, No Matching RTR Model (RFC 6581 s5): it ends a connection
+// whose RTR types have nothing in common, sent by the side that found it: an accepting
+// responder, an initiator reading the Reply, or a responder whose RTR is not the agreed type.
 inline constexpr wire::TerminateCause kNoMatchingRtrCause{wire::TermLayer::kLlp, wire::kMpaEtype,
                                                           wire::kMpaCodeNoMatchingRtr};
 

@@ -553,9 +553,10 @@ int main(int argc, char** argv) {
   // same raw stream gave 25 and 36 Gbit/s minutes apart), and a best of ours against a best
   // of raw taken in other seconds measured the drift as much as the stack. So each run of
   // ours is judged against the raw runs beside it: its round's baseline is the best of the
-  // four raw runs just before and just after it, and of iperf3's (an upper bound on what raw
-  // TCP did then), and the figure is the median round's. A drift within a round still moves
-  // that round's ratio; the median leaves out the rounds it moved most.
+  // four raw runs just before and just after it (an upper bound on what raw TCP did then) and
+  // of iperf3's one run from before the rounds (which can only raise it), and the figure is
+  // the median round's. A drift within a round still moves that round's ratio; the median
+  // leaves out the two highest ratios and the two lowest, whatever moved them.
   constexpr int kRounds = 5;
   const auto iperf = or_die(bench::iperf3_loopback(o.seconds));
   std::vector<Measured> raw_64k, raw_1m;

@@ -117,7 +117,7 @@ class TcpConnectionState : public runtime::IoHandler,
   static std::span<std::uint8_t> rx_buffer();
   void feed(std::span<const std::uint8_t> octets);
   // What one read of the socket brought into rx_buffer(), taken the same way whoever read it
-  // (the event thread's read_some, a receiving thread's RECV): counted, then fed to the
+  // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted, then fed to the
   // decoder, or the peer's close. True when the buffer came back full: more may be waiting.
   bool take_read(std::size_t bytes, bool closed, int error);
   void transmit();
@@ -185,7 +185,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::vector<std::uint8_t> unsent_;
   std::size_t unsent_offset_ = 0;
   // The receive side (see the top of this file).
-  bool rx_drained_ = false;      // the last read found the socket empty (EAGAIN or a short read)
+  bool rx_drained_ = false;      // the last read left nothing behind (EAGAIN, short, end, error)
   std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
   bool rx_reading_ = false;      // a thread in wait_and_read() owns the socket's reads
