@@ -666,6 +666,13 @@ int run_server(const Config& config, std::uint16_t port, int report_fd) {
     MessageLink link(connection, ring, end);
     std::string why;
     if (!link.open(why)) return failed(2, why);
+    // The client speaks first. Over iWARP without peer-to-peer mode, MPA's responder sends
+    // no FPDU before the initiator's first has arrived (RFC 5044 s7.1): siw's initiator,
+    // finding our first message behind the MPA Reply, failed the connect (CONNECT_ERROR,
+    // -EINVAL from siw_recv_mpa_rr()) in every CI run between two siw nodes.
+    const auto hello = link.receive_text(why);
+    if (!hello) return failed(2, "no hello from the client: " + why);
+    if (*hello != "hello") return failed(2, "not a hello: " + hello->substr(0, 80));
     const std::uint32_t stag =
         connection.register_memory(region.data(), region.size(), kRemoteAccess);
     if (stag == 0) return failed(2, "register_memory failed for the region");
@@ -752,6 +759,8 @@ json run_client(const Config& config, std::string_view name, std::uint16_t port,
     MessageLink link(connection, ring, end);
     std::string why;
     if (!link.open(why)) return finish(error_outcome(why));
+    // First, as MPA wants the initiator to be (run_server()).
+    if (!link.send_text("hello", why)) return finish(error_outcome("saying hello: " + why));
     auto announce = link.receive_text(why);
     if (!announce) return finish(error_outcome("no region message from the server: " + why));
     auto region = parse_region(*announce);

@@ -2,7 +2,8 @@
 // server (a forked child) through rdma-interop's verbs provider on one rdma_cm address, or,
 // in the two-node form, a server on another node (verbs-check --serve there, --peer here).
 //
-// The server listens, accepts, registers a 64 KiB region R filled with pattern(seed_r)
+// The server listens, accepts, waits for the client's "hello" (the client speaks first: over
+// iWARP, MPA's responder must), registers a 64 KiB region R filled with pattern(seed_r)
 // (remote read and write) and Sends "region STAG ADDR LEN SEED_R SEED_S" followed by 4 KiB of
 // pattern(seed_s); then it answers the client's requests ("expect-data SEED" + 4 KiB,
 // "verify-region SEED") with "verdict ok" or "verdict <what differs>" until the client
