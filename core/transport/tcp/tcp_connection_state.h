@@ -117,8 +117,9 @@ class TcpConnectionState : public runtime::IoHandler,
   static std::span<std::uint8_t> rx_buffer();
   void feed(std::span<const std::uint8_t> octets);
   // What one read of the socket brought into rx_buffer(), taken the same way whoever read it
-  // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted, then fed to the
-  // decoder, or the peer's close. True when the buffer came back full: more may be waiting.
+  // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted,
+  // then fed to the decoder, or the peer's close. True when the buffer came back full: more
+  // may be waiting.
   bool take_read(std::size_t bytes, bool closed, int error);
   void transmit();
   struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
