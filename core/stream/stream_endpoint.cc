@@ -283,11 +283,13 @@ void StreamEndpoint::process(Session& s) {
           // The peer broke the stream protocol: every stream of the session has failed (the
           // engine says so), and the connection ends with the Terminate RDMAP gives an error
           // of the layer above it: remote operation error, unspecified (RFC 5040 s7.4).
-          s.ended = true;
           channel_.terminate_peer(s.id,
                                   {wire::TermLayer::kRdmap, wire::kRdmapEtypeRemoteOperation,
                                    wire::kRdmapCodeUnspecified},
                                   "the peer broke the stream protocol: " + o.detail);
+          // Ended only once the Terminate is on its way: reap_ended() (the accept thread)
+          // closes an ended session's peer, and a closed channel sends no Terminate.
+          s.ended = true;
           break;
       }
     }
