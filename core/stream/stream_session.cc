@@ -136,12 +136,13 @@ struct StreamSession::Stream {
     return limit > sent ? limit - sent : 0;
   }
   // Octets for a Write wait while the reader has a quarter of its window or more of ours
-  // unread, until they make a quarter themselves, and then go as one larger Write. No timer
-  // and no stall: the reader sends a WINDOW once it read a quarter (send_window()), so one
-  // that reads what it has brings the WINDOW that sends them, and wakes a writer that got
-  // EAGAIN meanwhile. A Write costs more per Write than per octet (a sendmsg, a wakeup of
-  // the peer, a message): each 64 KiB send went as its own Write, where raw TCP moves its
-  // octets in writes of a MiB (stream_bench). The end of the stream goes at once.
+  // unread, until they make a quarter themselves: its WINDOW, due once it read that quarter
+  // (send_window()), sends them as one larger Write. No timer, and no stall: a reader that
+  // reads what it has read that quarter, and a writer that gets EAGAIN meanwhile is woken
+  // by the same WINDOW. A Write costs the provider more per Write than per octet (a
+  // sendmsg, the peer's wakeup, a message): sends of 64 KiB went as as many Writes, where
+  // raw TCP moves its octets in writes of a MiB (stream_bench). The end of the stream goes
+  // at once.
   bool coalesces(std::uint64_t pending) const {
     const std::uint64_t quarter = peer_window / 4;
     return !shut_wr && pending < quarter && sent - peer_consumed >= quarter;
