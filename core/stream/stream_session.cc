@@ -135,18 +135,6 @@ struct StreamSession::Stream {
     const std::uint64_t limit = peer_consumed + peer_window;
     return limit > sent ? limit - sent : 0;
   }
-  // Octets for a Write wait while the reader has a quarter of its window or more of ours
-  // unread, until they make a quarter themselves: its WINDOW, due once it read that quarter
-  // (send_window()), sends them as one larger Write. No timer, and no stall: a reader that
-  // reads what it has read that quarter, and a writer that gets EAGAIN meanwhile is woken
-  // by the same WINDOW. A Write costs the provider more per Write than per octet (a
-  // sendmsg, the peer's wakeup, a message): sends of 64 KiB went as as many Writes, where
-  // raw TCP moves its octets in writes of a MiB (stream_bench). The end of the stream goes
-  // at once.
-  bool coalesces(std::uint64_t pending) const {
-    const std::uint64_t quarter = peer_window / 4;
-    return !shut_wr && pending < quarter && sent - peer_consumed >= quarter;
-  }
   std::size_t send_space(std::uint32_t buffer) const {
     const std::uint64_t held = app_end - (send_ring ? send_ring->tail : app_end);
     return held >= buffer ? 0 : static_cast<std::size_t>(buffer - held);
@@ -748,7 +736,6 @@ bool StreamSession::pump_stream(Stream& s) {
   if (space == 0) return false;  // the reader has not read: only this stream waits
   Ring& ring = *s.send_ring;
   const bool large = pending >= config_.zero_copy_threshold;
-  if (large && s.peer_sink && ring.registered && s.coalesces(pending)) return false;
   if (large && s.peer_sink && ring.registered) {
     PeerSink& sink = *s.peer_sink;
     const std::uint64_t len = std::min({pending, space, std::uint64_t{ring.to_end(s.sent)},

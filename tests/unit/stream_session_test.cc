@@ -220,55 +220,6 @@ TEST(StreamSession, AWriterWithItsSendBufferFullOfWritesAlreadyReadIsToldSo) {
   EXPECT_TRUE(p.a.send(ida, more).has_value());
 }
 
-// Sends to a reader that has a quarter window of ours unread wait in the send ring, and go as
-// one Write when its WINDOW comes (it read that quarter): fewer, larger Writes, where each
-// costs the provider a syscall. Nothing waits longer than the reader takes to read.
-TEST(StreamSession, SendsToAReaderThatIsBehindGoAsOneWriteWhenItCatchesUp) {
-  Pair p;  // window, send buffer and sink: 1 MiB; a quarter is 256 KiB
-  auto [ida, idb] = connect(p);
-  const auto data = pattern(1024 * 1024, 46);
-  constexpr std::size_t kChunk = 64 * 1024;
-  std::size_t sent = 0;
-  const auto send = [&](int chunks) {
-    for (int i = 0; i < chunks; ++i) {
-      ASSERT_EQ(*p.a.send(ida, std::span(data).subspan(sent, kChunk)), kChunk);
-      sent += kChunk;
-      p.run();
-    }
-  };
-  send(4);  // the first copied (it asks for the sink), then Writes: 256 KiB unread
-  const SessionCounters before = p.a.counters();
-  EXPECT_EQ(before.bytes_copied + before.bytes_placed, 4 * kChunk);
-  send(3);  // the reader is a quarter behind: these wait
-  EXPECT_EQ(p.a.counters().writes, before.writes) << "a Write went to a reader that is behind";
-  EXPECT_EQ(p.a.counters().bytes_placed, before.bytes_placed);
-  EXPECT_EQ(p.b.counters().bytes_received, 4 * kChunk);
-
-  std::vector<std::uint8_t> got(data.size());
-  std::size_t read = 0;
-  const auto recv = [&](std::size_t n) {
-    while (n > 0) {
-      auto r = p.b.recv(idb, std::span(got).subspan(read, n));
-      ASSERT_TRUE(r.has_value()) << errc_name(r.error()) << " with " << read << " read";
-      read += *r;
-      n -= *r;
-      p.run();
-    }
-  };
-  recv(4 * kChunk);  // a quarter read: its WINDOW sends the three chunks as one Write
-  EXPECT_EQ(p.a.counters().writes, before.writes + 1);
-  EXPECT_EQ(p.a.counters().bytes_placed, before.bytes_placed + 3 * kChunk);
-  send(1);  // a quarter unread no more: goes at once
-  EXPECT_EQ(p.a.counters().writes, before.writes + 2);
-  ASSERT_TRUE(p.a.shutdown_write(ida).has_value());
-  recv(4 * kChunk);
-  std::uint8_t end = 0;
-  EXPECT_EQ(*p.b.recv(idb, {&end, 1}), 0u) << "the end of the stream";
-  got.resize(read);
-  EXPECT_EQ(got, std::vector<std::uint8_t>(data.begin(), data.begin() + 8 * kChunk));
-  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
-}
-
 // A peer marking every small frame TELL while our channel is blocked gets one WINDOW when
 // it opens, not one per read: what waits for the channel stays bounded.
 TEST(StreamSession, TellMarksWhileTheChannelIsBlockedQueueOneWindow) {
