@@ -64,16 +64,19 @@ inline constexpr std::uint32_t kInitialWindow = 64 * 1024;
 // The window, send buffer and sink are ceilings, not allocations: an idle stream holds none
 // of them (a sink is made when the first large chunk goes; octets that must wait wait in a
 // send ring of plain memory their size, the registered one once they are large). They
-// bound what one stream has in flight, so its throughput is at most window / round trip: on
-// loopback here (a round trip through two threads per side), 256 KiB carried 2.2 Gbit/s and
-// 1 MiB 9-10 (2 and 4 MiB no more), as TCP's autotuned buffers reach a few MiB.
+// bound what one stream has in flight, so its throughput is at most window / round trip;
+// and every octet is copied into the send ring and out of the sink, so their size is the
+// working set the copies run through. On loopback here (stream_bench, the sizes alternated in
+// the same minutes), 64 KiB sends carried 0.88x raw TCP with 512 KiB (0.84-0.92 in four
+// runs), 0.76x with 1 MiB (0.64-0.84), 0.8x with 2 MiB and 0.48x with 4 MiB; 256 KiB, 0.85x.
+// A link with a larger bandwidth-delay product wants a larger window: configure it.
 struct SessionConfig {
-  std::uint32_t max_message = 4096;           // the channel's largest payload: frames fill it
-  std::uint32_t stream_window = 1024 * 1024;  // octets a stream holds for its reader, at most
-  std::uint32_t send_buffer = 1024 * 1024;    // octets a stream takes from its writer at most
+  std::uint32_t max_message = 4096;          // the channel's largest payload: frames fill it
+  std::uint32_t stream_window = 512 * 1024;  // octets a stream holds for its reader, at most
+  std::uint32_t send_buffer = 512 * 1024;    // octets a stream takes from its writer at most
   // A chunk of at least this many octets goes by RDMA Write once the reader's sink is known.
   std::uint32_t zero_copy_threshold = 16 * 1024;
-  std::uint32_t sink_size = 1024 * 1024;  // the ring a reader offers for Writes (<= window)
+  std::uint32_t sink_size = 512 * 1024;  // the ring a reader offers for Writes (<= window)
   std::uint32_t accept_backlog = 128;    // opened streams per port waiting for accept()
   // Streams this side may open over the session's life. Ids are never used twice (as
   // HTTP/2's, RFC 9113 s5.1.1: a late frame of a closed stream must not reach a new one),

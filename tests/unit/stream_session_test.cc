@@ -270,6 +270,7 @@ TEST(StreamSession, RandomTransfersNeverStallWhateverTheSendBufferAndSink) {
   for (const std::uint32_t buffer : {256u * 1024, 300u * 1024, 512u * 1024, 1024u * 1024}) {
     for (const std::uint32_t sink : {64u * 1024, 256u * 1024, 1024u * 1024}) {
       SessionConfig config;
+      config.stream_window = 1024 * 1024;
       config.send_buffer = buffer;
       config.sink_size = sink;
       Pair p(config);
