@@ -130,8 +130,12 @@ std::optional<PostError> RdmapEndpoint::post_send(const SendWr& wr) {
   if (static_cast<std::uint8_t>(wr.opcode) > static_cast<std::uint8_t>(WrOpcode::kRdmaRead)) {
     return PostError::kInvalidRequest;
   }
-  // A buffer with bytes needs a key; STag 0 names nothing (memory_registry.h).
-  if (wr.sge.length > 0 && wr.sge.lkey == 0) return PostError::kInvalidRequest;
+  // A buffer with bytes needs a key; STag 0 names nothing (memory_registry.h). An inline
+  // one is read as it is, with no key (as IBV_SEND_INLINE); a Read's sink cannot be.
+  if (wr.inline_data && wr.opcode == WrOpcode::kRdmaRead) return PostError::kInvalidRequest;
+  if (wr.sge.length > 0 && wr.sge.lkey == 0 && !wr.inline_data) {
+    return PostError::kInvalidRequest;
+  }
   // With ORD 0 a Read could never leave the send queue.
   if (wr.opcode == WrOpcode::kRdmaRead && params_.ord == 0) return PostError::kInvalidRequest;
   // Outstanding send requests: queued, being sent, or Reads awaiting their response.
@@ -450,10 +454,24 @@ std::optional<OutgoingUlpdu> RdmapEndpoint::next_outgoing() {
   return std::nullopt;
 }
 
+void RdmapEndpoint::own_inline_payloads() {
+  for (SendEntry& e : send_queue_) {
+    if (!e.wr.inline_data || e.owned || e.wr.sge.length == 0) continue;
+    // The whole payload, also what went: `local + sent` keeps pointing at the next octet.
+    const auto* from = e.started ? e.local : reinterpret_cast<const std::uint8_t*>(e.wr.sge.addr);
+    e.owned = std::make_shared<const std::vector<std::uint8_t>>(from, from + e.wr.sge.length);
+    if (e.started) e.local = e.owned->data();
+  }
+}
+
 std::optional<OutgoingUlpdu> RdmapEndpoint::next_from_send_queue() {
   SendEntry& e = send_queue_.front();
   const bool is_read = e.wr.opcode == WrOpcode::kRdmaRead;
-  if (!e.started) {
+  if (!e.started && e.wr.inline_data) {
+    e.local = e.owned ? e.owned->data() : reinterpret_cast<const std::uint8_t*>(e.wr.sge.addr);
+    e.started = true;
+    if (wr_is_send(e.wr.opcode)) e.msn = seq_.next_send_msn_tx++;
+  } else if (!e.started) {
     // A Read's sink is written by the Response, so it needs local write.
     auto local = memory_.check_local(e.wr.sge.lkey, e.wr.sge.addr, e.wr.sge.length, is_read);
     if (!local) {
@@ -502,6 +520,7 @@ std::optional<OutgoingUlpdu> RdmapEndpoint::next_from_send_queue() {
                                      : std::nullopt);
   u.header_length = wire::encode_ddp_header(h, u.header);
   if (chunk > 0) u.payload = std::span<const std::uint8_t>(e.local + e.sent, chunk);
+  u.payload_copy = e.owned;
   e.sent += chunk;
   if (!last) {
     tx_current_ = TxSource::kSendQueue;

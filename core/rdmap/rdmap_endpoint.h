@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -65,11 +66,15 @@ std::string_view post_error_name(PostError e);
 // 64 octets when it echoes a Read Request). The header is the caller's copy; the payload
 // stays valid until its work request's completion is polled (registered memory), or for
 // the endpoint's lifetime (a Terminate's body), so several ULPDUs can be framed before one
-// write.
+// write. An inline request's payload is the poster's buffer, valid only until its post
+// returns, or the copy own_inline_payloads made, which the ULPDU holds (payload_copy).
 struct OutgoingUlpdu {
   std::array<std::uint8_t, 64> header{};
   std::size_t header_length = 0;
   std::span<const std::uint8_t> payload;
+  // The copy `payload` points into when it is an inline request's (own_inline_payloads):
+  // the ULPDU keeps it, as the request may be gone before the ULPDU is written.
+  std::shared_ptr<const std::vector<std::uint8_t>> payload_copy;
   std::span<const std::uint8_t> header_octets() const { return {header.data(), header_length}; }
 };
 
@@ -109,6 +114,10 @@ class RdmapEndpoint {
 
   std::optional<OutgoingUlpdu> next_outgoing();
   bool has_outgoing() const;
+  // Inline requests (SendWr::inline_data) still queued get their own copy of their payload:
+  // the caller's buffer is the caller's again once its post returns. Call before that; the
+  // ULPDUs handed out before must be written or copied by then too.
+  void own_inline_payloads();
 
   std::optional<WorkCompletion> poll_completion();
 
@@ -129,6 +138,8 @@ class RdmapEndpoint {
   struct SendEntry {
     SendWr wr;
     const std::uint8_t* local = nullptr;  // resolved (lkey checked) when it starts
+    // An inline request's payload once it was copied; its ULPDUs share it (OutgoingUlpdu).
+    std::shared_ptr<const std::vector<std::uint8_t>> owned = {};
     std::uint32_t sent = 0;               // payload octets handed out
     std::uint32_t msn = 0;                // Send MSN, assigned when it starts
     bool started = false;

@@ -34,6 +34,10 @@ struct SendWr {
   std::uint64_t remote_addr = 0;
   std::uint32_t invalidate_stag = 0;  // Send with Invalidate
   bool signaled = true;               // completion entry on success (errors always complete)
+  // IBV_SEND_INLINE: the payload is read while the post runs, not later from registered
+  // memory, so sge.lkey is not checked (0 is fine) and the buffer is the caller's again once
+  // the post returns. Sends and Writes only, of at most Connection::max_inline_data() octets.
+  bool inline_data = false;
 };
 
 struct RecvWr {

@@ -414,6 +414,35 @@ TEST(RdmapEndpointWrite, ZeroLengthWriteIsNeverChecked) {
   EXPECT_EQ(a.completions().size(), 1u);
 }
 
+// IBV_SEND_INLINE: no key, and the poster's buffer is read until own_inline_payloads(),
+// after which the rest comes from the endpoint's copy.
+TEST(RdmapEndpointWrite, AnInlineWriteNeedsNoKeyAndIsCopiedWhenItsPosterLetsGo) {
+  EndpointLimits small{.max_ulpdu = 14 + 100};
+  Side a(params(), {}, small), b(params(), {}, small);
+  auto target = b.buffer(1024, kRemoteWrite);
+  const Bytes data = pattern(450, 9);
+  Bytes poster = data;
+  SendWr wr = write_wr(1, {0, reinterpret_cast<std::uintptr_t>(poster.data())}, 450,
+                       target.first, b.to(target));
+  wr.inline_data = true;
+  ASSERT_FALSE(a.ep.post_send(wr));
+  ASSERT_EQ(pump(a, b, 2), 2);  // two segments from the poster's buffer
+  a.ep.own_inline_payloads();
+  std::fill(poster.begin(), poster.end(), 0xEE);  // the poster's again
+  pump_all(a, b);
+  EXPECT_EQ(Side::read(target.second, 450), data);
+  auto aw = a.completions();
+  ASSERT_EQ(aw.size(), 1u);
+  EXPECT_EQ(aw[0].status, WcStatus::kSuccess);
+
+  // An inline Read would have the peer write into memory nobody registered.
+  Bytes sink(16);
+  SendWr read = read_wr(2, {0, reinterpret_cast<std::uintptr_t>(sink.data())}, 16,
+                        target.first, b.to(target));
+  read.inline_data = true;
+  EXPECT_EQ(a.ep.post_send(read), PostError::kInvalidRequest);
+}
+
 // ---- RDMA Read -------------------------------------------------------------------------
 
 TEST(RdmapEndpointRead, MultiSegmentReadResponseCompletesOnTheLast) {

@@ -9,15 +9,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <string>
@@ -512,6 +515,89 @@ TEST_F(TcpProviderTest, ABatchOfAWriteAndItsSendIsPlacedThenDeliveredAndStopsAtA
   ASSERT_TRUE(c3);
   EXPECT_EQ(c3->wr_id, 3u);
   EXPECT_FALSE(wait_completion(*initiator_, Millis(200))) << "nothing after the refusal went";
+}
+
+// IBV_SEND_INLINE on tcp: the Write's octets go to the socket from the poster's buffer, and
+// what the socket does not take at once is copied before the post returns. The responder's
+// event thread is held in its completion handler, so it reads nothing and the socket fills;
+// each buffer is overwritten as soon as its post returns, and once the responder reads again
+// it must find every Write's own octets.
+TEST_F(TcpProviderTest, AnInlineWritesBufferIsThePostersAgainWhenThePostReturns) {
+  start_listener(responder_policy());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false, released = false;
+  auto shared = std::make_shared<CompletionQueue>(64);
+  shared->set_handler([&] {
+    std::unique_lock lock(mu);
+    if (held) return;
+    held = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return released; });
+  });
+  QpCaps caps;
+  caps.cq = shared;
+  auto [initiator, responder] = connect_another({}, caps);
+  ASSERT_TRUE(initiator && responder);
+  EXPECT_GT(initiator->max_inline_data(), 1u << 20);
+  constexpr std::size_t kChunk = 1 << 20;
+  constexpr std::size_t kWrites = 24;  // more than the socket buffers hold
+  auto& b = kept(std::vector<std::uint8_t>(kChunk * kWrites, 0));
+  const auto b_key =
+      responder->register_memory(b.data(), b.size(), rdmap::kLocalWrite | rdmap::kRemoteWrite);
+  auto& note = kept(std::vector<std::uint8_t>(64, 0));
+  const auto note_key = responder->register_memory(note.data(), note.size(), rdmap::kLocalWrite);
+  for (std::uint64_t id : {1u, 2u}) {
+    ASSERT_FALSE(responder->post_recv(
+        {.wr_id = id, .sge = {addr_of(note), static_cast<std::uint32_t>(note.size()), note_key}}));
+  }
+  std::array<std::uint8_t, 8> said{1, 2, 3, 4, 5, 6, 7, 8};
+  const rdmap::SendWr send{.wr_id = 1,
+                           .opcode = rdmap::WrOpcode::kSend,
+                           .sge = {reinterpret_cast<std::uint64_t>(said.data()), 8, 0},
+                           .inline_data = true};
+  ASSERT_FALSE(initiator->post_send(send));
+  {
+    std::unique_lock lock(mu);  // the responder's event thread holds now
+    ASSERT_TRUE(cv.wait_for(lock, kWait, [&] { return held; }));
+  }
+  std::vector<std::uint8_t> poster;
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    poster = pattern(kChunk, static_cast<std::uint8_t>(i + 1));
+    const rdmap::SendWr wr{.wr_id = 100 + i,
+                           .opcode = rdmap::WrOpcode::kRdmaWrite,
+                           .sge = {addr_of(poster), kChunk, 0},
+                           .remote_stag = b_key,
+                           .remote_addr = offset_of(*responder, b_key, b) + i * kChunk,
+                           .signaled = false,
+                           .inline_data = true};
+    ASSERT_FALSE(initiator->post_send(wr)) << "write " << i;
+    std::fill(poster.begin(), poster.end(), 0xEE);
+  }
+  said.fill(9);
+  rdmap::SendWr again = send;
+  again.wr_id = 2;
+  ASSERT_FALSE(initiator->post_send(again));
+  said.fill(0);
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  std::vector<std::uint64_t> got;
+  for (int i = 0; i < 2; ++i) {
+    auto c = wait_completion(*responder);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->status, WcStatus::kSuccess);
+    got.push_back(c->wr_id);
+  }
+  EXPECT_EQ(got, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(note[0], 9) << "the second Send's octets, as they were at its post";
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    const auto want = pattern(kChunk, static_cast<std::uint8_t>(i + 1));
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), b.begin() + i * kChunk)) << "write " << i;
+  }
+  shared->set_handler(nullptr);
 }
 
 TEST_F(TcpProviderTest, ReceivesPostedBeforeConnectCatchTheFirstSend) {

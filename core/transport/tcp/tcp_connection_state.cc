@@ -160,6 +160,13 @@ Connection::PostBatch TcpConnectionState::post_sends(std::span<const rdmap::Send
   } else {
     drain_completions();
   }
+  // Inline requests (IBV_SEND_INLINE): what the socket did not take now is copied before the
+  // caller has its buffer back. The frames this thread wrote are out or in `unsent_`; another
+  // thread writing (tx_busy_) took none of these, as it frames only under mu_.
+  const auto is_inline = [](const rdmap::SendWr& wr) { return wr.inline_data; };
+  if (std::any_of(wrs.begin(), wrs.begin() + static_cast<std::ptrdiff_t>(r.posted), is_inline)) {
+    endpoint_.own_inline_payloads();
+  }
   return r;
 }
 

@@ -381,7 +381,8 @@ Connection::PostBatch VerbsConnectionState::post_sends(std::span<const rdmap::Se
     w.num_sge = (wr.sge.length > 0 || read) ? 1 : 0;
     const IbvSendKind kind = ibv_send_kind(wr.opcode);
     w.opcode = static_cast<ibv_wr_opcode>(kind.opcode);
-    w.send_flags = kind.flags | (wr.signaled ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u);
+    w.send_flags = kind.flags | (wr.signaled ? static_cast<unsigned>(IBV_SEND_SIGNALED) : 0u) |
+                   (wr.inline_data ? static_cast<unsigned>(IBV_SEND_INLINE) : 0u);
     if (wr.opcode == rdmap::WrOpcode::kRdmaWrite || read) {
       w.wr.rdma.remote_addr = wr.remote_addr;
       w.wr.rdma.rkey = wr.remote_stag;
