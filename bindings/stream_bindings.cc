@@ -137,6 +137,8 @@ void bind_counters(py::module_& m) {
       .readonly("bytes_copied", &SessionCounters::bytes_copied,
                 "in-band octets sent in DATA frames")
       .readonly("bytes_placed", &SessionCounters::bytes_placed, "in-band octets sent by RDMA Write")
+      .readonly("bytes_borrowed", &SessionCounters::bytes_borrowed,
+                "of bytes_placed, Written straight from the application's buffer")
       .readonly("writes", &SessionCounters::writes, "RDMA Writes")
       .readonly("bytes_received", &SessionCounters::bytes_received,
                 "in-band octets received, both ways")

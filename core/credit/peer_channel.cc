@@ -79,6 +79,8 @@ std::string_view status_name(SendStatus s) {
       return "peer_failed";
     case SendStatus::kNotHeld:
       return "not_held";
+    case SendStatus::kNotNow:
+      return "not_now";
   }
   return "unknown";
 }
@@ -212,6 +214,16 @@ SendStatus PeerChannel::send(std::span<const std::uint8_t> payload, TimePoint no
   if (state_ == ChannelState::kFailed) return SendStatus::kPeerFailed;
   if (payload.size() > peer_max_payload_) return SendStatus::kTooLong;
   if (write && data_slots() < 2) return SendStatus::kTooLong;
+  if (write && write->borrowed) {
+    // Its octets are the caller's only while this call runs: posted now or not at all. What
+    // try_post would refuse is looked at first, so a refusal counts nothing (the caller
+    // sends the octets again another way, and that one is counted).
+    const bool now = requests_.empty() && replies_.empty() && !config_.ignore_credits &&
+                     window_->can_send(reply_reserve_) && tx_free_.size() >= 2 &&
+                     data_room() >= 2 && budget_.available() >= 2;
+    if (!now || !try_post(payload, std::nullopt, true, write)) return SendStatus::kNotNow;
+    return SendStatus::kOk;
+  }
   if (requests_.empty() && replies_.empty() && try_post(payload, std::nullopt, true, write)) {
     return SendStatus::kOk;
   }

@@ -83,6 +83,10 @@ struct TaggedWrite {
   std::uint32_t local_stag = 0;
   std::uint32_t remote_stag = 0;    // the peer's advertised region
   std::uint64_t remote_offset = 0;  // its tagged offset (what the peer advertised + offset)
+  // The source is the caller's own memory, registered or not, and only for the call that
+  // sends it: the Write is posted inline (rdmap::SendWr::inline_data) in that call, or not at
+  // all (SendStatus::kNotNow). Never queued.
+  bool borrowed = false;
   friend bool operator==(const TaggedWrite&, const TaggedWrite&) = default;
 };
 
@@ -113,6 +117,8 @@ enum class SendStatus : std::uint8_t {
   kUnknownPeer,  // the connection was closed (or, in the endpoint, no such peer)
   kPeerFailed,   // the connection failed
   kNotHeld,      // reply()/hold()/release(): no such received message, or already answered
+  kNotNow,       // a borrowed write (TaggedWrite::borrowed) could not be posted at once:
+                 // nothing queued, nothing counted; send it from registered memory instead
 };
 std::string_view status_name(SendStatus s);  // stable id: "try_again"
 

@@ -501,6 +501,8 @@ SendStatus MessageEndpoint::send(PeerId peer, std::span<const std::uint8_t> payl
   auto p = s.find(peer);
   if (!p) return SendStatus::kUnknownPeer;
   std::unique_lock lock(p->mu);
+  // A borrowed write must be posted by this thread in carry_out below: not left to another.
+  if (write && write->borrowed && !p->posts_at_once(write->length)) return SendStatus::kNotNow;
   const SendStatus status = p->channel.send(payload, Clock::now(), write);
   p->carry_out(lock, s.handlers);
   return status;
@@ -603,6 +605,13 @@ Expected<std::uint32_t, std::string> MessageEndpoint::register_memory(
   const std::uint32_t stag = p->conn->register_memory(region.data(), region.size(), access);
   if (stag == 0) return unexpected(std::string("the provider refused to register the memory"));
   return stag;
+}
+
+std::uint32_t MessageEndpoint::max_inline_data(PeerId peer) const {
+  auto p = state_->find(peer);
+  if (!p) return 0;
+  std::lock_guard lock(p->mu);
+  return p->conn ? p->conn->max_inline_data() : 0;
 }
 
 void MessageEndpoint::deregister_memory(PeerId peer, std::uint32_t stag) {

@@ -180,7 +180,9 @@ class MessageEndpoint {
   // (credit::PeerChannel::send): when the peer's handler gets the message, the write's
   // octets are placed (RFC 5040 s5.5). Its source must stay registered (register_memory)
   // and unchanged until the peer has said it took them; a write the peer's region refuses
-  // ends the connection with the peer's Terminate (PeerStats::terminate_received).
+  // ends the connection with the peer's Terminate (PeerStats::terminate_received). A
+  // borrowed write's source is the caller's only during this call: it is posted inline
+  // before send() returns, or kNotNow says it was not and nothing was queued.
   SendStatus send(PeerId peer, std::span<const std::uint8_t> payload,
                   const std::optional<credit::TaggedWrite>& write = std::nullopt);
   // Waits up to `timeout` until send() to `peer` would not return kTryAgain. False on timeout
@@ -220,6 +222,9 @@ class MessageEndpoint {
   // Gives the STag up; nothing when the peer or the STag is gone. A write still in flight
   // from or into it fails.
   void deregister_memory(PeerId peer, std::uint32_t stag);
+  // The longest borrowed write (credit::TaggedWrite::borrowed) send() can post to `peer`:
+  // its connection's max_inline_data(). 0: none (no such peer, or not connected).
+  std::uint32_t max_inline_data(PeerId peer) const;
   // The tagged offset the peer names the octet at `addr` of region `stag` by, to advertise
   // with the STag (transport::Connection::tagged_offset); nullopt for an unknown peer or
   // STag, or an address outside the region.

@@ -124,6 +124,10 @@ void PeerLink::carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink) 
   cv.notify_all();  // take_connection() may be waiting
 }
 
+bool PeerLink::posts_at_once(std::uint32_t length) const {
+  return !posting_ && outbox_.empty() && conn && conn->max_inline_data() >= length;
+}
+
 rdmap::SendWr PeerLink::send_wr(const ChannelAction& a) const {
   if (a.type == ChannelAction::Type::kPostWrite) {
     // Named like a send (its slot's wr_id): a completion confirms it and what came before.
@@ -132,6 +136,7 @@ rdmap::SendWr PeerLink::send_wr(const ChannelAction& a) const {
     wr.remote_stag = a.write.remote_stag;
     wr.remote_addr = a.write.remote_offset;
     wr.signaled = a.signaled;
+    wr.inline_data = a.write.borrowed;
     return wr;
   }
   rdmap::SendWr wr{make_wr_id(id, true, a.index), rdmap::WrOpcode::kSend,

@@ -81,6 +81,11 @@ class PeerLink : public std::enable_shared_from_this<PeerLink> {
   // the provider with it let go, and it is held again on return. If another thread is
   // carrying out this link's actions, ours are left to it.
   void carry_out(std::unique_lock<std::mutex>& lock, HandlerSink& sink);
+  // `mu` held: a borrowed write (credit::TaggedWrite::borrowed) of `length` octets sent now
+  // would be posted by this very thread before carry_out() returns, inline: no other thread
+  // is posting, nothing waits to be posted, and the connection takes inline requests that
+  // long.
+  bool posts_at_once(std::uint32_t length) const;
   // `mu` held: the connection, once no thread is posting on it (it waits for that one).
   std::unique_ptr<transport::Connection> take_connection(std::unique_lock<std::mutex>& lock);
 

@@ -136,6 +136,9 @@ struct StreamEndpoint::Session : RegionSource {
   std::map<std::uint32_t, std::unique_ptr<std::uint8_t[]>> regions;
   StreamSession engine;
   std::deque<SessionOutput> outbox;  // refused by the channel, in order
+  // The longest Write the connection posts inline (send_borrowed), from the application's
+  // buffer: set when the session is made. 0 (verbs): every send is copied.
+  std::uint32_t inline_limit = 0;
   std::unordered_map<StreamId, Fd> fds;
   std::vector<SessionOutput> scratch;
   // Set once, under `mu`; read without it by sessions() and reap_ended().
@@ -219,6 +222,7 @@ Expected<SessionId, std::string> StreamEndpoint::connect(const transport::Provid
 
 std::shared_ptr<StreamEndpoint::Session> StreamEndpoint::add_session(SessionId id, Side side) {
   auto s = std::make_shared<Session>(*this, id, side, config_.session);
+  s->inline_limit = channel_.max_inline_data(id);
   // The session's lock first: messages that arrive once it is in the map wait for the ones
   // that came before it (held in early_) to be processed, so none overtakes another.
   std::unique_lock lock(s->mu);
@@ -528,7 +532,7 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
   std::unique_lock lock(s->mu);
   bool may_receive = true;  // until the channel says it cannot (verbs, a closed connection)
   for (;;) {
-    auto r = call(s->engine);
+    auto r = call(*s);
     process(*s);
     if (r || r.error() != StreamErrc::kWouldBlock || timeout == Millis(0)) return r;
     const auto now = Clock::now();
@@ -568,15 +572,38 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
 Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
                                                        std::span<const std::uint8_t> data,
                                                        const IoOptions& options) {
-  return blocking(ref, options.timeout, [&](StreamSession& e) {
-    return e.send(ref.stream, data, options.urgent);
-  });
+  return blocking(ref, options.timeout,
+                  [&](Session& s) -> Expected<std::size_t, StreamErrc> {
+                    if (!options.urgent) {
+                      if (auto taken = send_borrowed(s, ref.stream, data)) return *taken;
+                    }
+                    return s.engine.send(ref.stream, data, options.urgent);
+                  });
+}
+
+std::optional<std::size_t> StreamEndpoint::send_borrowed(Session& s, StreamId stream,
+                                                         std::span<const std::uint8_t> data) {
+  if (s.inline_limit == 0 || !s.outbox.empty() || data.size() < config_.session.zero_copy_threshold) {
+    return std::nullopt;
+  }
+  auto b = s.engine.borrow(stream, data, s.inline_limit);
+  if (!b) return std::nullopt;
+  // kNotNow: it could not be posted at once (no credit, another thread posting); anything
+  // else: the connection is gone, which its end says. Either way send() takes the octets.
+  if (channel_.send(s.id, b->message, b->placement) != messaging::SendStatus::kOk) {
+    return std::nullopt;
+  }
+  s.engine.borrowed_sent(*b);
+  if (b->length == data.size()) return b->length;
+  // The rest as usual, behind the Write in the stream (copied into the send ring).
+  auto rest = s.engine.send(stream, data.subspan(b->length));
+  return b->length + (rest ? *rest : 0);
 }
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::recv(StreamRef ref, std::span<std::uint8_t> out,
                                                        const IoOptions& options) {
-  return blocking(ref, options.timeout, [&](StreamSession& e) {
-    return e.recv(ref.stream, out, options.urgent, options.peek);
+  return blocking(ref, options.timeout, [&](Session& s) {
+    return s.engine.recv(ref.stream, out, options.urgent, options.peek);
   });
 }
 
@@ -589,7 +616,7 @@ bool StreamEndpoint::at_mark(StreamRef ref) {
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::shutdown_write(StreamRef ref) {
   return blocking(ref, Millis(0),
-                  [&](StreamSession& e) { return e.shutdown_write(ref.stream); });
+                  [&](Session& s) { return s.engine.shutdown_write(ref.stream); });
 }
 
 void StreamEndpoint::close(StreamRef ref, bool abort) {

@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -165,7 +166,12 @@ class StreamEndpoint {
   // One at a time (reap_mu_): a caller returns once every ended session's place among
   // max_sessions is free, also when another thread had begun closing it.
   void reap_ended();
-  // Runs `call` until it does not say kWouldBlock or `timeout` passed (0: once).
+  // A large send goes by an RDMA Write from `data` itself, posted inline before this returns
+  // (StreamSession::borrow): the octets taken, or nothing when it cannot (the caller then
+  // sends as usual). `s.mu` held.
+  std::optional<std::size_t> send_borrowed(Session& s, StreamId stream,
+                                           std::span<const std::uint8_t> data);
+  // Runs `call` on the session until it does not say kWouldBlock or `timeout` passed (0: once).
   template <class Call>
   auto blocking(StreamRef ref, Millis timeout, Call call) -> Expected<std::size_t, StreamErrc>;
   // blocking()'s wait as the session's receiving waiter (`lock` on its mu, let go meanwhile).

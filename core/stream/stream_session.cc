@@ -64,10 +64,13 @@ struct StreamSession::Segment {
 };
 
 // A Write in flight: the stream octets [start, end) sit in the peer's sink until it reads
-// past `end`; our send ring keeps them until then (the Write reads them from there).
+// past `end`; our send ring keeps them until then (the Write reads them from there), unless
+// the Write was borrowed: posted inline from the application's buffer, it reads nothing of
+// ours after its post.
 struct StreamSession::WriteSpan {
   std::uint64_t start = 0;
   std::uint64_t end = 0;
+  bool borrowed = false;
 };
 
 struct StreamSession::PeerSink {
@@ -130,6 +133,13 @@ struct StreamSession::Stream {
     if (tell_at == 0 || consumed < tell_at) return false;
     tell_at = tell_last > consumed ? tell_last : 0;
     return true;
+  }
+  // The oldest Write in flight that reads the send ring, if any: the ring keeps its octets.
+  const WriteSpan* ring_write() const {
+    for (const WriteSpan& w : writes) {
+      if (!w.borrowed) return &w;
+    }
+    return nullptr;
   }
   std::uint64_t window_space() const {
     const std::uint64_t limit = peer_consumed + peer_window;
@@ -336,6 +346,65 @@ Expected<std::size_t, StreamErrc> StreamSession::send(StreamId id,
   pump();
   changed(*s);
   return taken;
+}
+
+std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
+                                                             std::span<const std::uint8_t> data,
+                                                             std::uint32_t max_length) const {
+  // Nothing may go before it: the session's messages and control frames, the stream's
+  // octets not sent yet (the Write is posted now, so it would overtake them).
+  if (failed_ || link_blocked_ || !outputs_.empty() || !building_.empty() || !control_.empty()) {
+    return std::nullopt;
+  }
+  const Stream* s = find(id);
+  if (s == nullptr || s->detached || s->error || s->phase != Stream::Phase::kOpen ||
+      s->shut_wr || !s->peer_sink || s->sent != s->app_end) {
+    return std::nullopt;
+  }
+  const PeerSink& sink = *s->peer_sink;
+  // In one piece of the sink; within the send buffer too, where a Write from the send ring
+  // is still in flight (the ring's counts then run past these octets, which it never holds).
+  const std::uint64_t len =
+      std::min({std::uint64_t{data.size()}, s->window_space(), sink.free(), sink.to_end(),
+                std::uint64_t{max_length}, std::uint64_t{s->send_space(config_.send_buffer)}});
+  if (len < config_.zero_copy_threshold) return std::nullopt;
+  Borrowed b;
+  b.stream = id;
+  b.length = static_cast<std::size_t>(len);
+  b.placement.local_addr = reinterpret_cast<std::uint64_t>(data.data());
+  b.placement.length = static_cast<std::uint32_t>(len);
+  b.placement.remote_stag = sink.stag;
+  b.placement.remote_offset = sink.offset + sink.written % sink.size;
+  b.placement.borrowed = true;
+  Frame f;
+  f.type = FrameType::kPlaced;
+  f.stream = id;
+  f.length = static_cast<std::uint32_t>(len);
+  // As for a Write from the send ring (pump_stream): a send buffer it fills asks for a WINDOW.
+  if (s->ring_write() && s->send_space(config_.send_buffer) == len) f.flags |= kFlagTell;
+  append_frame(b.message, f);
+  return b;
+}
+
+void StreamSession::borrowed_sent(const Borrowed& b) {
+  Stream* s = find(b.stream);
+  if (s == nullptr) return;  // borrow() found it, under the same lock: not reached
+  const std::uint64_t len = b.length;
+  s->writes.push_back(WriteSpan{s->sent, s->sent + len, true});
+  s->peer_sink->written += len;
+  s->app_end += len;
+  s->sent = s->app_end;
+  if (s->send_ring) {
+    // Its counts are stream offsets, and these octets were never in it: empty, unless a
+    // Write still reads it (then they count against the send buffer until that is read).
+    s->send_ring->head = s->app_end;
+    if (!s->ring_write()) s->send_ring->tail = s->app_end;
+  }
+  ++counters_.messages;
+  ++counters_.writes;
+  counters_.bytes_placed += len;
+  counters_.bytes_borrowed += len;
+  changed(*s);
 }
 
 Expected<std::size_t, StreamErrc> StreamSession::recv(StreamId id, std::span<std::uint8_t> out,
@@ -794,10 +863,10 @@ bool StreamSession::pump_stream(Stream& s) {
   }
   // Copied octets free their place at once, unless a Write before them holds the ring:
   // then, as for a PLACED frame, a full send buffer asks for a WINDOW.
-  if (!s.writes.empty() && s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
+  if (s.ring_write() && s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
   add_frame(f);
   s.sent += len;
-  if (s.writes.empty()) ring.tail = s.sent;  // copied into the message: the place is free
+  if (!s.ring_write()) ring.tail = s.sent;  // copied into the message: the place is free
   counters_.bytes_copied += len;
   // Room in its send buffer: said once at the end of the pump, not once a chunk.
   if (copied_.empty() || copied_.back() != s.id) copied_.push_back(s.id);
@@ -884,7 +953,7 @@ void StreamSession::release_rings(Stream& s) {
   if (s.send_ring) {
     counters_.send_ring_bytes -= s.send_ring->size();
     // A Write may still read it until the peer says it was read, or the session ended.
-    if (s.send_ring->registered && (s.writes.empty() || failed_)) {
+    if (s.send_ring->registered && (!s.ring_write() || failed_)) {
       regions_.release(s.send_ring->region);
     }
     s.send_ring.reset();
@@ -961,7 +1030,10 @@ bool StreamSession::on_frame(const Frame& f) {
         if (s->peer_sink) s->peer_sink->freed += s->writes.front().end - s->writes.front().start;
         s->writes.pop_front();
       }
-      if (s->send_ring) s->send_ring->tail = s->writes.empty() ? s->sent : s->writes.front().start;
+      if (s->send_ring) {
+        const WriteSpan* held = s->ring_write();
+        s->send_ring->tail = held ? held->start : s->sent;
+      }
       changed(*s);
       erase_if_done(s->id);
       return true;

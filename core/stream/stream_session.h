@@ -21,7 +21,9 @@
 //     posted just before that message, so the reader finds the octets placed when the
 //     message is delivered (RDMA ordering, RFC 5040 s5.5). One advertisement takes any
 //     number of Writes, pipelined: the ring is reused as the reader consumes it. Byte order
-//     is the stream's order whatever mix of the two carried it.
+//     is the stream's order whatever mix of the two carried it. A large send that finds
+//     nothing waiting before it goes by a Write from the application's own buffer, posted
+//     inline while the call runs (borrow()): its octets are never copied into the send ring.
 //   - Urgent data in every case: an URGENT frame carries the octet and its mark outside the
 //     stream's window and data path (TCP's MSG_OOB, SO_OOBINLINE off: the octet is not in
 //     the in-band stream; a read stops at the mark, at_mark() says when it is reached).
@@ -162,6 +164,7 @@ struct SessionCounters {
   std::uint64_t bytes_copied = 0;      // in-band octets sent in DATA frames
   std::uint64_t bytes_placed = 0;      // in-band octets sent by RDMA Write
   std::uint64_t writes = 0;            // RDMA Writes
+  std::uint64_t bytes_borrowed = 0;    // of bytes_placed, Written from the application's buffer
   std::uint64_t bytes_received = 0;    // in-band octets received, both ways
   std::uint64_t receive_held = 0;      // octets received and not read yet, every stream
   std::uint64_t sink_bytes = 0;        // sink rings allocated now
@@ -194,6 +197,22 @@ class StreamSession {
   // error). `urgent`: the last octet goes out of band (MSG_OOB), the others in band.
   Expected<std::size_t, StreamErrc> send(StreamId id, std::span<const std::uint8_t> data,
                                          bool urgent = false);
+  // A large send that can go by one RDMA Write straight from `data`, posted inline by the
+  // caller before the call returns (credit::TaggedWrite::borrowed): nothing of the session
+  // or the stream waits to go before it, and the reader's window and sink take at least
+  // zero_copy_threshold octets of it in one piece (at most `max_length`, the connection's
+  // inline limit). The message to send with the Write, or nothing. Changes nothing: only a
+  // Write that was posted is then told with borrowed_sent(); else send() as usual (which
+  // copies). The two under one lock: nothing may happen to the session between them.
+  struct Borrowed {
+    StreamId stream = 0;
+    std::size_t length = 0;  // the first `length` octets of `data`
+    std::vector<std::uint8_t> message;
+    Placement placement;  // borrowed: from `data`, no STag
+  };
+  std::optional<Borrowed> borrow(StreamId id, std::span<const std::uint8_t> data,
+                                 std::uint32_t max_length) const;
+  void borrowed_sent(const Borrowed& b);
   // Reads up to out.size() octets in order, stopping at the urgent mark; 0: the peer's end
   // of stream. `urgent`: the urgent octet instead (MSG_OOB). `peek`: leaves them (MSG_PEEK).
   Expected<std::size_t, StreamErrc> recv(StreamId id, std::span<std::uint8_t> out,

@@ -99,6 +99,44 @@ struct Pair {
     }
     return any || from.has_outputs() || to.has_outputs();
   }
+
+  // What StreamEndpoint::send_borrowed does with a channel that posts inline: a large send
+  // goes by a Write from the caller's buffer, carried out at once, with its message; the
+  // octets the Write did not take are sent as usual. The buffer is scribbled on once the
+  // call is over, so a Write that read it later would carry the scribbles.
+  Expected<std::size_t, StreamErrc> send_borrowing(StreamSession& from, StreamId id,
+                                                   std::span<const std::uint8_t> data) {
+    std::vector<std::uint8_t> buffer(data.begin(), data.end());
+    Expected<std::size_t, StreamErrc> r = from.send(id, {});  // 0 octets
+    if (auto w = from.borrow(id, buffer, 0xffff'ffff)) {
+      const StreamSession::Borrowed* bw = &*w;
+      EXPECT_GE(bw->length, config.zero_copy_threshold);
+      StreamSession& to = &from == &a ? b : a;
+      const FakeRegions& to_regions = &from == &a ? regions_b : regions_a;
+      const Placement& pl = bw->placement;
+      EXPECT_TRUE(pl.borrowed);
+      EXPECT_EQ(pl.local_addr, reinterpret_cast<std::uintptr_t>(buffer.data()));
+      const Region* r_to = to_regions.find(pl.remote_stag);
+      EXPECT_NE(r_to, nullptr);
+      if (r_to != nullptr) {
+        EXPECT_LE(pl.remote_offset - r_to->tagged_offset + pl.length, r_to->memory.size());
+        std::memcpy(r_to->memory.data() + (pl.remote_offset - r_to->tagged_offset),
+                    buffer.data(), pl.length);
+      }
+      ++messages;
+      to.on_message(bw->message);
+      from.borrowed_sent(*bw);
+      r = bw->length;
+      if (bw->length < data.size()) {
+        auto rest = from.send(id, std::span(buffer).subspan(bw->length));
+        if (rest) r = *r + *rest;
+      }
+    } else {
+      r = from.send(id, buffer);
+    }
+    std::fill(buffer.begin(), buffer.end(), 0xEE);
+    return r;
+  }
 };
 
 std::vector<std::uint8_t> pattern(std::size_t n, std::uint32_t seed) {
@@ -123,7 +161,7 @@ std::pair<StreamId, StreamId> connect(Pair& p, std::uint16_t port = 80) {
 // Sends all of `data` on `id`, reading on the other side as it goes.
 std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, StreamSession& rx,
                                    StreamId rxid, const std::vector<std::uint8_t>& data,
-                                   std::mt19937& rng) {
+                                   std::mt19937& rng, bool borrowing = false) {
   std::vector<std::uint8_t> got;
   std::size_t at = 0;
   std::uniform_int_distribution<std::size_t> send_size(1, 100 * 1024);
@@ -138,7 +176,8 @@ std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, St
     }
     if (at < data.size()) {
       const std::size_t n = std::min(send_size(rng), data.size() - at);
-      auto r = tx.send(txid, std::span(data).subspan(at, n));
+      const auto chunk = std::span(data).subspan(at, n);
+      auto r = borrowing ? p.send_borrowing(tx, txid, chunk) : tx.send(txid, chunk);
       if (r) at += *r;
       else EXPECT_EQ(r.error(), StreamErrc::kWouldBlock);
     }
@@ -173,6 +212,61 @@ TEST(StreamSession, RandomSizesCrossTheCopyAndWriteBoundaryInOrder) {
   const auto back = pattern(700 * 1024, 2);
   EXPECT_EQ(transfer(p, p.b, idb, p.a, ida, back, rng), back);
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
+// Large sends that find nothing waiting go by a Write from the sender's own buffer; the
+// others (octets behind ones waiting for the window, small ones) are copied as before, and
+// the stream keeps its order across all three ways.
+TEST(StreamSession, WritesFromTheSendersBufferMixWithTheOtherWaysInOrder) {
+  Pair p;
+  auto [ida, idb] = connect(p);
+  std::mt19937 rng(25);
+  const auto data = pattern(3 * 1024 * 1024, 3);
+  EXPECT_EQ(transfer(p, p.a, ida, p.b, idb, data, rng, true), data);
+  const SessionCounters c = p.a.counters();
+  EXPECT_GT(c.bytes_borrowed, 0u) << "no Write from the sender's buffer";
+  EXPECT_LT(c.bytes_borrowed, c.bytes_placed) << "every Write borrowed: none from the ring";
+  EXPECT_GT(c.bytes_copied, 0u);
+  EXPECT_EQ(c.bytes_copied + c.bytes_placed, data.size());
+  EXPECT_EQ(p.b.counters().sink_bytes, p.config.sink_size) << "one sink, reused";
+  const auto back = pattern(700 * 1024, 4);
+  EXPECT_EQ(transfer(p, p.b, idb, p.a, ida, back, rng, true), back);
+  EXPECT_GT(p.b.counters().bytes_borrowed, 0u);
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+  // Nothing of the sender's is borrowed while its octets wait before: a stream whose reader
+  // stopped takes a send into its ring, and the next large one follows it there.
+  SessionConfig small;
+  small.stream_window = 128 * 1024;
+  small.send_buffer = 128 * 1024;
+  small.sink_size = 128 * 1024;
+  Pair q(small);
+  auto [qa, qb] = connect(q);
+  std::vector<std::uint8_t> buf(64 * 1024);
+  ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(20 * 1024, 5)));  // asks for the sink
+  q.run();
+  ASSERT_EQ(*q.b.recv(qb, buf), 20u * 1024);
+  q.run();
+  const auto first = q.a.counters().bytes_borrowed;
+  ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(100 * 1024, 6)));
+  EXPECT_EQ(q.a.counters().bytes_borrowed, first + 100 * 1024) << "the sink known: borrowed";
+  q.run();
+  ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(40 * 1024, 7)));  // over the window: waits
+  q.run();
+  const auto before = q.a.counters().bytes_borrowed;
+  ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(30 * 1024, 8)));
+  EXPECT_EQ(q.a.counters().bytes_borrowed, before) << "borrowed past octets that wait";
+  std::vector<std::uint8_t> got;
+  for (int i = 0; i < 100 && got.size() < 190u * 1024; ++i) {
+    q.run();
+    auto r = q.b.recv(qb, buf);
+    if (r) got.insert(got.end(), buf.begin(), buf.begin() + *r);
+  }
+  std::vector<std::uint8_t> want = pattern(100 * 1024, 6);
+  for (auto [n, seed] : {std::pair{40, 7}, std::pair{30, 8}}) {
+    const auto more = pattern(n * 1024, seed);
+    want.insert(want.end(), more.begin(), more.end());
+  }
+  EXPECT_EQ(got, want);
 }
 
 // The reader tells the writer how far it read once a quarter of its window was read; the
