@@ -657,6 +657,43 @@ TEST(PeerChannel, AWriteNeedsTwoSlotsDataMayTakeAndWaitsForThem) {
   EXPECT_EQ(q.side[0].ch.send(bytes_of("x"), q.now), SendStatus::kOk);
 }
 
+// A borrowed Write's source is the caller's only during send(): posted then, or kNotNow with
+// nothing queued and nothing counted, whatever held it (slots, credit, requests waiting).
+TEST(PeerChannel, ABorrowedWriteIsPostedAtOnceOrRefusedWithNothingQueued) {
+  ChannelConfig c = config(16, 100);
+  c.send_queue_depth = 6;  // 4 data slots, 2 for credit updates
+  Pair p(c);
+  Side& a = p.side[0];
+  TaggedWrite borrowed = write_to(1);
+  borrowed.borrowed = true;
+  ASSERT_EQ(a.ch.send(bytes_of("now+w1"), p.now, borrowed), SendStatus::kOk);
+  a.act();
+  ASSERT_EQ(a.sq.size(), 2u);
+  ASSERT_TRUE(a.sq[0].write.has_value());
+  EXPECT_TRUE(a.sq[0].write->borrowed);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(a.ch.send(bytes_of("x"), p.now), SendStatus::kOk);
+  a.act();
+  const ChannelCounters before = a.ch.counters(p.now);
+  EXPECT_EQ(a.ch.send(bytes_of("later+w2"), p.now, borrowed), SendStatus::kNotNow)
+      << "every data slot taken";
+  ASSERT_EQ(a.ch.send(bytes_of("queued"), p.now), SendStatus::kOk);  // waits for a slot
+  EXPECT_EQ(a.ch.send(bytes_of("later+w3"), p.now, borrowed), SendStatus::kNotNow)
+      << "a request waits before it";
+  a.act();
+  EXPECT_EQ(a.sq.size(), 4u);
+  const ChannelCounters after = a.ch.counters(p.now);
+  EXPECT_EQ(after.queued, 1u) << "the plain request only";
+  EXPECT_EQ(after.writes_sent, before.writes_sent);
+  EXPECT_EQ(after.refused, before.refused);
+  EXPECT_EQ(after.credit, before.credit) << "a refusal here counts nothing";
+  ASSERT_TRUE(p.healthy());
+  p.settle();
+  ASSERT_TRUE(p.healthy());
+  EXPECT_EQ(p.side[1].placed, std::vector<std::uint64_t>{1});
+  ASSERT_EQ(p.side[1].delivered.size(), 4u);
+  EXPECT_EQ(p.side[1].delivered.back(), bytes_of("queued"));
+}
+
 TEST(PeerChannel, AWriteWithoutACreditForItsMessageIsQueuedAndPostedWithItLater) {
   Pair p(config(2, 100));  // one credit for requests, the other is the reply reserve
   Side& a = p.side[0];
