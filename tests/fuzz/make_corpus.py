@@ -355,7 +355,8 @@ def peer_channel_corpus():
 def stream_session_corpus():
     # [side][no regions] then one-octet operations (stream_session_fuzzer.cc): 0 a peer
     # message (u16 length, octets), 1 a peer frame from fields (type, flags, stream, u16[, data]),
-    # 2 open, 3 accept, 4 send, 5 recv, 6 shutdown, 7 close, 8 link blocked/ready, 9 end.
+    # 2 open, 3 accept, 4 send (u16 length: bit 0 urgent, bit 1 borrowed first), 5 recv,
+    # 6 shutdown, 7 close, 8 link blocked/ready, 9 end.
     def frame(ftype, stream, body, flags=0):
         return bytes([ftype, flags, 0, 0]) + be32(stream) + be32(len(body)) + body
     def message(octets):
@@ -375,6 +376,10 @@ def stream_session_corpus():
             + b"\x03\x00" + message(frame(8, 1, be32(0) + be32(0) + b"!"))
             + b"\x05\x03\x00\x01\x01",
         "half_close_then_end": b"\x00\x00\x02\x00\x06\x03\x09",
+        # Opened, accepted, a SINK: a 1026-octet send (bit 1) goes by a borrowed Write.
+        "borrowed_write": b"\x00\x00\x02\x00" + message(frame(2, 1, be32(65536)))
+            + message(frame(6, 1, be32(1) + be32(0) + be32(0) + be32(0) + be32(4096)))
+            + b"\x04\x00" + be16(1026),
     }
 
 

@@ -5,11 +5,14 @@
 //   0 a peer message: length (u16), then its octets, as they come
 //   1 a peer frame built from fields: type, flags, stream (u8), then a u16 that fills the
 //     numeric fields, and for DATA that many octets (at most 255)
-//   2 open(port % 3)      3 accept(port % 3)   4 send(stream, length u16, urgent bit)
+//   2 open(port % 3)      3 accept(port % 3)
+//   4 send(stream, length u16: bit 0 urgent, bit 1 a Write from the buffer first when
+//     borrow() allows, as StreamEndpoint::send_borrowed, with the Write posted at once)
 //   5 recv(stream, length u16, urgent/peek bits)            6 shutdown_write(stream)
 //   7 close(stream, abort bit)  8 the channel blocks / is ready again   9 the session ends
 // Invariants: after every call broken_invariant() is empty; every message the session makes
-// decodes whole into frames and fits max_message; a Write only goes with a PLACED frame.
+// decodes whole into frames and fits max_message; a Write only goes with a PLACED frame; a
+// borrowed Write is one PLACED frame of its own length, from the caller's buffer.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -128,7 +131,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 4: {
         const StreamId id = pick(in.u8());
         const std::size_t n = in.u16();
-        (void)s.send(id, std::span(buf).first(n), (n & 1) != 0);
+        const auto data = std::span(buf).first(n);
+        if ((n & 3) == 2) {
+          if (auto b = s.borrow(id, data, 0xffff'ffff)) {
+            fuzz_check(b->length >= config.zero_copy_threshold && b->length <= n,
+                       "a borrowed Write under the threshold or past the send");
+            fuzz_check(b->placement.borrowed && b->placement.length == b->length &&
+                           b->placement.local_addr == reinterpret_cast<std::uintptr_t>(buf.data()),
+                       "a borrowed Write not from the caller's buffer");
+            FrameReader r(b->message);
+            auto f = r.next();
+            fuzz_check(f && f->type == FrameType::kPlaced && f->length == b->length && r.done(),
+                       "a borrowed Write's message is not its PLACED frame");
+            s.borrowed_sent(*b);
+            (void)s.send(id, data.subspan(b->length));
+            break;
+          }
+        }
+        (void)s.send(id, data, (n & 1) != 0);
         break;
       }
       case 5: {
