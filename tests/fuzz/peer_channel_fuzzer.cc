@@ -16,11 +16,13 @@
 //   6: flush                                 7: the next post is refused
 //   8: the peer closes in order, or the connection fails (next octet's low bit)
 //   9: a posted receive completes in error  10: the application is done with one (delivered)
-//  11: send with a tagged write (next octets: payload length, write length / 97)
+//  11: send with a tagged write (next octets: payload length, its high bit a borrowed
+//      write; write length / 97)
 // Invariants: broken_invariant() is empty after every call; a delivered payload lies inside
 // the channel's receive memory; no more work requests outstanding than buffers; after an
 // end, nothing more is posted; a write is unsignaled and followed at once by its message's
-// send, and a refused write's message is refused too (as PeerLink does).
+// send, and a refused write's message is refused too (as PeerLink does); a borrowed write
+// is posted in the actions of its own send() or refused then (kNotNow) with nothing queued.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -53,6 +55,7 @@ struct Harness {
   std::vector<std::uint32_t> with_app;
   std::vector<ChannelAction> actions;
   bool refuse_next = false;
+  bool borrowed_due = false;  // a borrowed write's send() said kOk: post it now
   PeerChannel::TimePoint now{};
 
   bool ended() const {
@@ -75,6 +78,10 @@ struct Harness {
           case Type::kPostWrite:
             fuzz_check(!ended_before, "a write after the channel ended");
             fuzz_check(!a.signaled, "a signaled write");
+            if (a.write.borrowed) {
+              fuzz_check(borrowed_due, "a borrowed write posted after its send() returned");
+              borrowed_due = false;
+            }
             fuzz_check(k + 1 < todo.size() && todo[k + 1].type == Type::kPostSend,
                        "a write not followed at once by its message");
             if (refuse_next) {
@@ -229,12 +236,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         break;
       case 11: {
         const std::uint8_t length = in.u8();
+        const bool borrowed = (length & 0x80) != 0;
         const TaggedWrite write{.local_addr = 0x1000,
                                 .length = std::uint32_t{in.u8()} * 97,
-                                .local_stag = 0x100,
+                                .local_stag = borrowed ? 0u : 0x100u,
                                 .remote_stag = 0x200,
-                                .remote_offset = length};
-        (void)h.ch.send(std::span<const std::uint8_t>(scratch, length % 80), h.now, write);
+                                .remote_offset = length,
+                                .borrowed = borrowed};
+        const std::uint32_t queued = h.ch.counters(h.now).queued;
+        const SendStatus st =
+            h.ch.send(std::span<const std::uint8_t>(scratch, length % 80), h.now, write);
+        fuzz_check(st != SendStatus::kNotNow || borrowed, "kNotNow for a write not borrowed");
+        if (borrowed) {
+          fuzz_check(h.ch.counters(h.now).queued == queued, "a borrowed write queued");
+          if (st == SendStatus::kOk) {
+            h.borrowed_due = true;
+            h.act(ended_before);
+            fuzz_check(!h.borrowed_due, "a borrowed write not posted at once");
+          }
+        }
         break;
       }
     }
