@@ -67,10 +67,12 @@ inline constexpr std::uint32_t kInitialWindow = 64 * 1024;
 // of them (a sink is made when the first large chunk goes; octets that must wait wait in a
 // send ring of plain memory their size, the registered one once they are large). They
 // bound what one stream has in flight, so its throughput is at most window / round trip;
-// and every octet is copied into the send ring and out of the sink, so their size is the
-// working set the copies run through. On loopback here (stream_bench, the sizes alternated in
-// the same minutes), 64 KiB sends carried 0.88x raw TCP with 512 KiB (0.84-0.92 in four
+// and octets are copied out of the sink, and into the send ring when no Write takes them
+// from the application's buffer (borrow()), so their size is the working set the copies run
+// through. On loopback here (stream_bench, the sizes alternated in the same minutes, before
+// borrowed Writes), 64 KiB sends carried 0.88x raw TCP with 512 KiB (0.84-0.92 in four
 // runs), 0.76x with 1 MiB (0.64-0.84), 0.8x with 2 MiB and 0.48x with 4 MiB; 256 KiB, 0.85x.
+// With borrowed Writes, 512 KiB, 1 MiB and 2 MiB were alike for 64 KiB sends (0.93-0.98x).
 // A link with a larger bandwidth-delay product wants a larger window: configure it.
 struct SessionConfig {
   std::uint32_t max_message = 4096;          // the channel's largest payload: frames fill it
