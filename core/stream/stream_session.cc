@@ -99,7 +99,9 @@ struct StreamSession::Stream {
   std::uint64_t sent = 0;     // the next octet to go
   std::uint64_t peer_consumed = 0;
   std::uint32_t peer_window = kInitialWindow;
-  std::optional<Ring> send_ring;  // octets [tail, app_end): not sent, or in a Write in flight
+  // Octets [tail, app_end): not sent, or in a Write from it in flight (and borrowed octets
+  // sent after such a Write, which it counts but never held: borrowed_sent).
+  std::optional<Ring> send_ring;
   std::deque<WriteSpan> writes;
   std::optional<PeerSink> peer_sink;
   bool asked_sink = false;
@@ -367,7 +369,8 @@ std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
   const std::uint64_t len =
       std::min({std::uint64_t{data.size()}, s->window_space(), sink.free(), sink.to_end(),
                 std::uint64_t{max_length}, std::uint64_t{s->send_space(config_.send_buffer)}});
-  if (len < config_.zero_copy_threshold) return std::nullopt;
+  // Never an empty Write (a threshold of 0 is allowed): that is the window or sink full.
+  if (len == 0 || len < config_.zero_copy_threshold) return std::nullopt;
   Borrowed b;
   b.stream = id;
   b.length = static_cast<std::size_t>(len);

@@ -33,11 +33,13 @@
 // Outputs, from take_outputs(), in order: messages for the channel (with an RDMA Write to
 // post before one, when it places data), streams whose readiness changed, ports with a
 // stream waiting for accept(), and a failure when the peer broke this protocol (the caller
-// ends the connection with a Terminate: RDMAP remote operation error, RFC 5040 s7.4).
+// ends the connection with a Terminate: RDMAP remote operation error, RFC 5040 s7.4). A
+// borrowed Write's message is not among them: borrow() hands it to the caller to post.
 //
 // Memory that RDMA touches (a stream's send ring, which Writes read from, and its sink ring,
 // which the peer writes to) comes from the caller's RegionSource: registered with the
-// connection, released when the stream ends.
+// connection, released when the stream ends. The one exception is a borrowed Write's source,
+// the application's buffer, read only while the call that posts it runs (borrow()).
 //
 // Not thread-safe: one caller at a time (the stream endpoint holds a lock per session).
 #pragma once

@@ -194,8 +194,8 @@ class Connection {
   virtual std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr) = 0;
   // The most payload octets a request posted with inline_data may carry (IBV_SEND_INLINE):
   // on verbs the queue pair's max_inline_data, which we ask as 0; the tcp provider takes any
-  // length, writing from the caller's buffer what the socket takes at once and copying the
-  // rest. 0: no inline requests.
+  // length, writing from the caller's buffer what the socket takes at once and copying a
+  // request it did not take whole. 0: no inline requests.
   virtual std::uint32_t max_inline_data() const { return 0; }
   // Waits up to `timeout` for at least one completion on the connection's completion queue,
   // then returns what is there (up to `max`). Empty on timeout or CompletionQueue::wake().

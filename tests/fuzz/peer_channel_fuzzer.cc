@@ -243,12 +243,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                 .remote_stag = 0x200,
                                 .remote_offset = length,
                                 .borrowed = borrowed};
-        const std::uint32_t queued = h.ch.counters(h.now).queued;
+        const ChannelCounters before = h.ch.counters(h.now);
         const SendStatus st =
             h.ch.send(std::span<const std::uint8_t>(scratch, length % 80), h.now, write);
         fuzz_check(st != SendStatus::kNotNow || borrowed, "kNotNow for a write not borrowed");
         if (borrowed) {
-          fuzz_check(h.ch.counters(h.now).queued == queued, "a borrowed write queued");
+          const ChannelCounters after = h.ch.counters(h.now);
+          fuzz_check(after.queued == before.queued, "a borrowed write queued");
+          fuzz_check(st != SendStatus::kNotNow ||
+                         (after.refused == before.refused && after.credit == before.credit),
+                     "a borrowed write's refusal counted");
           if (st == SendStatus::kOk) {
             h.borrowed_due = true;
             h.act(ended_before);

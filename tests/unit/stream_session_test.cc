@@ -100,6 +100,28 @@ struct Pair {
     return any || from.has_outputs() || to.has_outputs();
   }
 
+  // A borrowed Write carried out at once (a copy from `source` into the peer's region, checked
+  // against its bounds), its message delivered, and the sender told.
+  void post_borrowed(StreamSession& from, const StreamSession::Borrowed& bw,
+                     std::span<const std::uint8_t> source) {
+    StreamSession& to = &from == &a ? b : a;
+    const FakeRegions& to_regions = &from == &a ? regions_b : regions_a;
+    const Placement& pl = bw.placement;
+    EXPECT_TRUE(pl.borrowed);
+    EXPECT_EQ(pl.local_addr, reinterpret_cast<std::uintptr_t>(source.data()));
+    EXPECT_LE(pl.length, source.size());
+    const Region* r_to = to_regions.find(pl.remote_stag);
+    EXPECT_NE(r_to, nullptr);
+    if (r_to != nullptr) {
+      EXPECT_LE(pl.remote_offset - r_to->tagged_offset + pl.length, r_to->memory.size());
+      std::memcpy(r_to->memory.data() + (pl.remote_offset - r_to->tagged_offset),
+                  source.data(), pl.length);
+    }
+    ++messages;
+    to.on_message(bw.message);
+    from.borrowed_sent(bw);
+  }
+
   // What StreamEndpoint::send_borrowed does with a channel that posts inline: a large send
   // goes by a Write from the caller's buffer, carried out at once, with its message; the
   // octets the Write did not take are sent as usual. The buffer is scribbled on once the
@@ -111,21 +133,7 @@ struct Pair {
     if (auto w = from.borrow(id, buffer, 0xffff'ffff)) {
       const StreamSession::Borrowed* bw = &*w;
       EXPECT_GE(bw->length, config.zero_copy_threshold);
-      StreamSession& to = &from == &a ? b : a;
-      const FakeRegions& to_regions = &from == &a ? regions_b : regions_a;
-      const Placement& pl = bw->placement;
-      EXPECT_TRUE(pl.borrowed);
-      EXPECT_EQ(pl.local_addr, reinterpret_cast<std::uintptr_t>(buffer.data()));
-      const Region* r_to = to_regions.find(pl.remote_stag);
-      EXPECT_NE(r_to, nullptr);
-      if (r_to != nullptr) {
-        EXPECT_LE(pl.remote_offset - r_to->tagged_offset + pl.length, r_to->memory.size());
-        std::memcpy(r_to->memory.data() + (pl.remote_offset - r_to->tagged_offset),
-                    buffer.data(), pl.length);
-      }
-      ++messages;
-      to.on_message(bw->message);
-      from.borrowed_sent(*bw);
+      post_borrowed(from, *bw, buffer);
       r = bw->length;
       if (bw->length < data.size()) {
         auto rest = from.send(id, std::span(buffer).subspan(bw->length));
@@ -233,8 +241,8 @@ TEST(StreamSession, WritesFromTheSendersBufferMixWithTheOtherWaysInOrder) {
   EXPECT_EQ(transfer(p, p.b, idb, p.a, ida, back, rng, true), back);
   EXPECT_GT(p.b.counters().bytes_borrowed, 0u);
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
-  // Nothing of the sender's is borrowed while its octets wait before: a stream whose reader
-  // stopped takes a send into its ring, and the next large one follows it there.
+  // Nothing is borrowed once the reader's window is closed: a stream whose reader stopped
+  // takes a send into its ring, and the next large one follows it there.
   SessionConfig small;
   small.stream_window = 128 * 1024;
   small.send_buffer = 128 * 1024;
@@ -254,7 +262,7 @@ TEST(StreamSession, WritesFromTheSendersBufferMixWithTheOtherWaysInOrder) {
   q.run();
   const auto before = q.a.counters().bytes_borrowed;
   ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(30 * 1024, 8)));
-  EXPECT_EQ(q.a.counters().bytes_borrowed, before) << "borrowed past octets that wait";
+  EXPECT_EQ(q.a.counters().bytes_borrowed, before) << "borrowed into a closed window";
   std::vector<std::uint8_t> got;
   for (int i = 0; i < 100 && got.size() < 190u * 1024; ++i) {
     q.run();
@@ -267,6 +275,37 @@ TEST(StreamSession, WritesFromTheSendersBufferMixWithTheOtherWaysInOrder) {
     want.insert(want.end(), more.begin(), more.end());
   }
   EXPECT_EQ(got, want);
+}
+
+// A zero-copy threshold of 0 (every send a Write once the sink is known) still never plans an
+// empty Write: a closed window borrows nothing, and the send waits in the ring as any does.
+TEST(StreamSession, AClosedWindowIsNeverAnEmptyBorrowedWrite) {
+  SessionConfig config;
+  config.zero_copy_threshold = 0;
+  ASSERT_EQ(config_problem(config), "");
+  Pair p(config);
+  auto [ida, idb] = connect(p);
+  std::vector<std::uint8_t> buf(64 * 1024);
+  ASSERT_TRUE(p.send_borrowing(p.a, ida, pattern(1000, 9)));  // asks for the sink
+  p.run();
+  ASSERT_EQ(*p.b.recv(idb, buf), 1000u);
+  p.run();
+  // Borrowed until the window is full (the reader told nothing: under a quarter read), the
+  // last Write the few octets left.
+  const auto chunk = pattern(8 * 1024, 10);
+  std::size_t sent = 1000;
+  while (auto b = p.a.borrow(ida, chunk, 0xffff'ffff)) {
+    ASSERT_GT(b->length, 0u) << "an empty Write, " << sent << " sent";
+    p.post_borrowed(p.a, *b, chunk);
+    p.run();
+    sent += b->length;
+    ASSERT_LE(sent, config.stream_window) << "borrowed past the window";
+  }
+  EXPECT_EQ(sent, config.stream_window);
+  EXPECT_GT(p.a.counters().bytes_borrowed, 0u);
+  auto r = p.a.send(ida, chunk);  // into the ring, to wait for the window
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(*r, chunk.size());
 }
 
 // The reader tells the writer how far it read once a quarter of its window was read; the

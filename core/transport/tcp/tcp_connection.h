@@ -28,8 +28,8 @@ class TcpConnection final : public ConnectionHandle<TcpConnectionState> {
   std::optional<wire::MalformedTerminate> malformed_terminate_received() const override {
     return connection_state().malformed_terminate_received();
   }
-  // Any length: the payload goes from the caller's buffer to the socket in the post, and
-  // only what the socket does not take then is copied (TcpConnectionState::post_sends).
+  // Any length: the payload goes from the caller's buffer to the socket in the post, and a
+  // request the socket did not take whole then is copied (TcpConnectionState::post_sends).
   std::uint32_t max_inline_data() const override { return 0xffff'ffff; }
   std::optional<wire::TerminateMessage> terminate_sent() const override {
     return connection_state().terminate_sent();

@@ -160,8 +160,8 @@ Connection::PostBatch TcpConnectionState::post_sends(std::span<const rdmap::Send
   } else {
     drain_completions();
   }
-  // Inline requests (IBV_SEND_INLINE): what the socket did not take now is copied before the
-  // caller has its buffer back. The frames this thread wrote are out or in `unsent_`; another
+  // Inline requests (IBV_SEND_INLINE): one the socket did not take whole now is copied before
+  // the caller has its buffer back. The frames this thread wrote are out or in `unsent_`; another
   // thread writing (tx_busy_) took none of these, as it frames only under mu_.
   const auto is_inline = [](const rdmap::SendWr& wr) { return wr.inline_data; };
   if (std::any_of(wrs.begin(), wrs.begin() + static_cast<std::ptrdiff_t>(r.posted), is_inline)) {
@@ -544,7 +544,11 @@ void TcpConnectionState::write_ready() {
     // written or copied to `unsent_` before any completion is announced.
     // mu_ was let go during the write: others may have posted meanwhile, so the loop ends
     // only when the endpoint has nothing ready (count == 0 above).
-    if (!write_frames(batch, count) || phase_ != Phase::kOpen) return;
+    const bool written = write_frames(batch, count);
+    // Written or copied to `unsent_`: an inline request's copy is not kept by this thread's
+    // batch until its next write.
+    for (std::size_t i = 0; i < count; ++i) batch.ulpdus[i].payload_copy.reset();
+    if (!written || phase_ != Phase::kOpen) return;
   }
 }
 
