@@ -467,20 +467,21 @@ void RdmapEndpoint::own_inline_payloads() {
 std::optional<OutgoingUlpdu> RdmapEndpoint::next_from_send_queue() {
   SendEntry& e = send_queue_.front();
   const bool is_read = e.wr.opcode == WrOpcode::kRdmaRead;
-  if (!e.started && e.wr.inline_data) {
-    e.local = e.owned ? e.owned->data() : reinterpret_cast<const std::uint8_t*>(e.wr.sge.addr);
-    e.started = true;
-    if (wr_is_send(e.wr.opcode)) e.msn = seq_.next_send_msn_tx++;
-  } else if (!e.started) {
-    // A Read's sink is written by the Response, so it needs local write.
-    auto local = memory_.check_local(e.wr.sge.lkey, e.wr.sge.addr, e.wr.sge.length, is_read);
-    if (!local) {
-      terminate(wire::terminate_for_cause(kRdmapLocalCatastrophic, {}),
-                Blame{.queue = Blame::Queue::kSend, .index = 0,
-                      .status = WcStatus::kLocalProtectionError});
-      return next_outgoing();
+  if (!e.started) {
+    if (e.wr.inline_data) {
+      // No key to check: the poster's buffer, or the copy made when its post returned.
+      e.local = e.owned ? e.owned->data() : reinterpret_cast<const std::uint8_t*>(e.wr.sge.addr);
+    } else {
+      // A Read's sink is written by the Response, so it needs local write.
+      auto local = memory_.check_local(e.wr.sge.lkey, e.wr.sge.addr, e.wr.sge.length, is_read);
+      if (!local) {
+        terminate(wire::terminate_for_cause(kRdmapLocalCatastrophic, {}),
+                  Blame{.queue = Blame::Queue::kSend, .index = 0,
+                        .status = WcStatus::kLocalProtectionError});
+        return next_outgoing();
+      }
+      e.local = *local;
     }
-    e.local = *local;
     e.started = true;
     if (wr_is_send(e.wr.opcode)) e.msn = seq_.next_send_msn_tx++;
   }
