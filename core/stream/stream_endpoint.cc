@@ -528,17 +528,23 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
     -> Expected<std::size_t, StreamErrc> {
   auto s = find(ref.session);
   if (!s) return unexpected(StreamErrc::kNoStream);
-  const auto deadline = Clock::now() + timeout;
+  const auto start = Clock::now();
+  const auto deadline = timeout == kForever ? Clock::time_point::max() : start + timeout;
   std::unique_lock lock(s->mu);
   bool may_receive = true;  // until the channel says it cannot (verbs, a closed connection)
   for (;;) {
-    auto r = call(*s);
+    Wait wait{.start = start, .deadline = deadline, .hold = std::nullopt};
+    auto r = call(*s, wait);
     process(*s);
     if (r || r.error() != StreamErrc::kWouldBlock || timeout == Millis(0)) return r;
     const auto now = Clock::now();
-    if (timeout != kForever && now >= deadline) return r;
-    const Millis left =
-        timeout == kForever ? Millis::max() : std::chrono::ceil<Millis>(deadline - now);
+    // A call that holds until a time no later than the deadline is called once more then,
+    // whatever the clock says by now: its answer at that time is the one returned.
+    const auto until = wait.hold ? *wait.hold : deadline;
+    if (!wait.hold && now >= deadline) return r;
+    const Millis left = until == Clock::time_point::max()
+                            ? Millis::max()
+                            : std::max(Millis(0), std::chrono::ceil<Millis>(until - now));
     if (may_receive && !s->receiving && !s->ended && !s->stop_receiving) {
       // Either way, look again before any wait: what came while the lock was let go (the
       // session's end, news processed on this very thread) notified nobody.
@@ -546,10 +552,10 @@ auto StreamEndpoint::blocking(StreamRef ref, Millis timeout, Call call)
       continue;
     }
     ++s->waiters;
-    if (timeout == kForever) {
+    if (until == Clock::time_point::max()) {
       s->cv.wait(lock);
     } else {
-      (void)s->cv.wait_until(lock, deadline);
+      (void)s->cv.wait_until(lock, until);
     }
     --s->waiters;
   }
@@ -572,37 +578,60 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
 Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
                                                        std::span<const std::uint8_t> data,
                                                        const IoOptions& options) {
+  if (options.urgent) {
+    return blocking(ref, options.timeout, [&](Session& s, Wait&) {
+      return s.engine.send(ref.stream, data, true);
+    });
+  }
+  std::size_t borrowed = 0;  // by the calls before: sent, whatever comes
   return blocking(ref, options.timeout,
-                  [&](Session& s) -> Expected<std::size_t, StreamErrc> {
-                    if (!options.urgent) {
-                      if (auto taken = send_borrowed(s, ref.stream, data)) return *taken;
+                  [&](Session& s, Wait& wait) -> Expected<std::size_t, StreamErrc> {
+                    const auto rest = data.subspan(borrowed);
+                    borrowed += send_borrowed(s, ref.stream, rest);
+                    if (borrowed == data.size()) return borrowed;
+                    // Only the reader keeps the rest from going from `data`: a blocking
+                    // send waits a while for its WINDOW rather than copy the rest into the
+                    // send ring (the copy a borrowed Write saves; stream layer notes of
+                    // issue 24). Past that, or for a reader that does not read, it copies
+                    // as TCP would: a send times out only on a full send buffer, and
+                    // readiness says so.
+                    if (data.size() - borrowed >= config_.session.zero_copy_threshold &&
+                        s.inline_limit > 0 && s.engine.waits_for_reader(ref.stream)) {
+                      const auto until = std::min(wait.start + config_.reader_wait, wait.deadline);
+                      if (Clock::now() < until) {
+                        wait.hold = until;
+                        return unexpected(StreamErrc::kWouldBlock);
+                      }
                     }
-                    return s.engine.send(ref.stream, data, options.urgent);
+                    auto copied = s.engine.send(ref.stream, data.subspan(borrowed));
+                    if (borrowed == 0) return copied;
+                    return borrowed + (copied ? *copied : 0);
                   });
 }
 
-std::optional<std::size_t> StreamEndpoint::send_borrowed(Session& s, StreamId stream,
-                                                         std::span<const std::uint8_t> data) {
-  if (s.inline_limit == 0 || !s.outbox.empty() || data.size() < config_.session.zero_copy_threshold) {
-    return std::nullopt;
+std::size_t StreamEndpoint::send_borrowed(Session& s, StreamId stream,
+                                          std::span<const std::uint8_t> data) {
+  if (s.inline_limit == 0 || !s.outbox.empty() ||
+      data.size() < config_.session.zero_copy_threshold) {
+    return 0;
   }
-  auto b = s.engine.borrow(stream, data, s.inline_limit);
-  if (!b) return std::nullopt;
-  // kNotNow: it could not be posted at once (no credit, another thread posting); anything
-  // else: the connection is gone, which its end says. Either way send() takes the octets.
-  if (channel_.send(s.id, b->message, b->placement) != messaging::SendStatus::kOk) {
-    return std::nullopt;
+  std::size_t taken = 0;
+  // Each Write is one stretch of the reader's sink: a chunk that wraps its end is two.
+  while (taken < data.size()) {
+    auto b = s.engine.borrow(stream, data.subspan(taken), s.inline_limit);
+    if (!b) break;
+    // kNotNow: it could not be posted at once (no credit, another thread posting); anything
+    // else: the connection is gone, which its end says. Either way send() takes the octets.
+    if (channel_.send(s.id, b->message, b->placement) != messaging::SendStatus::kOk) break;
+    s.engine.borrowed_sent(*b);
+    taken += b->length;
   }
-  s.engine.borrowed_sent(*b);
-  if (b->length == data.size()) return b->length;
-  // The rest as usual, behind the Write in the stream (copied into the send ring).
-  auto rest = s.engine.send(stream, data.subspan(b->length));
-  return b->length + (rest ? *rest : 0);
+  return taken;
 }
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::recv(StreamRef ref, std::span<std::uint8_t> out,
                                                        const IoOptions& options) {
-  return blocking(ref, options.timeout, [&](Session& s) {
+  return blocking(ref, options.timeout, [&](Session& s, Wait&) {
     return s.engine.recv(ref.stream, out, options.urgent, options.peek);
   });
 }
@@ -616,7 +645,7 @@ bool StreamEndpoint::at_mark(StreamRef ref) {
 
 Expected<std::size_t, StreamErrc> StreamEndpoint::shutdown_write(StreamRef ref) {
   return blocking(ref, Millis(0),
-                  [&](Session& s) { return s.engine.shutdown_write(ref.stream); });
+                  [&](Session& s, Wait&) { return s.engine.shutdown_write(ref.stream); });
 }
 
 void StreamEndpoint::close(StreamRef ref, bool abort) {

@@ -65,6 +65,12 @@ struct StreamEndpointConfig {
   std::uint32_t receive_window = 32;
   std::uint32_t max_sessions = 64;
   Millis setup_timeout{10000};
+  // A blocking send of a large chunk that only the reader's window or sink keeps from going
+  // by a Write from the caller's buffer (StreamSession::waits_for_reader) waits this long
+  // for the reader before it copies the chunk into the send buffer (0: at once). A reader
+  // that reads sends its WINDOW in microseconds; one that does not costs each such send
+  // this much more until the send buffer is full, as before.
+  Millis reader_wait{1};
 };
 
 // A stream: which session, and its id there.
@@ -106,6 +112,10 @@ class StreamEndpoint {
   Expected<StreamRef, StreamErrc> open(SessionId session, std::uint16_t port,
                                        std::span<const std::uint8_t> first = {});
   Expected<StreamRef, StreamErrc> accept(std::uint16_t port, Millis timeout);
+  // The octets taken (at least one) or an error; kWouldBlock: the stream took none until the
+  // timeout (its send buffer full). `data` is the caller's again when it returns: a large chunk
+  // goes by Writes from it, posted before the return, and a blocking send may wait for the
+  // reader's window for that (reader_wait) before it copies what is left.
   Expected<std::size_t, StreamErrc> send(StreamRef s, std::span<const std::uint8_t> data,
                                          const IoOptions& options = {});
   Expected<std::size_t, StreamErrc> recv(StreamRef s, std::span<std::uint8_t> out,
@@ -166,12 +176,20 @@ class StreamEndpoint {
   // One at a time (reap_mu_): a caller returns once every ended session's place among
   // max_sessions is free, also when another thread had begun closing it.
   void reap_ended();
-  // A large send goes by an RDMA Write from `data` itself, posted inline before this returns
-  // (StreamSession::borrow): the octets taken, or nothing when it cannot (the caller then
-  // sends as usual). `s.mu` held.
-  std::optional<std::size_t> send_borrowed(Session& s, StreamId stream,
-                                           std::span<const std::uint8_t> data);
-  // Runs `call` on the session until it does not say kWouldBlock or `timeout` passed (0: once).
+  // A large send goes by RDMA Writes from `data` itself, posted inline before this returns
+  // (StreamSession::borrow): the octets of its start taken, 0 when none can go so (the
+  // caller then waits or sends the rest as usual). `s.mu` held.
+  std::size_t send_borrowed(Session& s, StreamId stream, std::span<const std::uint8_t> data);
+  // What blocking() tells a call of its wait, and the call may ask of it: `hold`, to be
+  // called again at that time (no later than `deadline`) even though the deadline would
+  // have passed by then.
+  struct Wait {
+    std::chrono::steady_clock::time_point start;     // of the blocking call
+    std::chrono::steady_clock::time_point deadline;  // max(): none
+    std::optional<std::chrono::steady_clock::time_point> hold;
+  };
+  // Runs `call(session, wait)` on the session until it does not say kWouldBlock or `timeout`
+  // passed (0: once).
   template <class Call>
   auto blocking(StreamRef ref, Millis timeout, Call call) -> Expected<std::size_t, StreamErrc>;
   // blocking()'s wait as the session's receiving waiter (`lock` on its mu, let go meanwhile).

@@ -151,6 +151,11 @@ struct StreamSession::Stream {
     const std::uint64_t held = app_end - (send_ring ? send_ring->tail : app_end);
     return held >= buffer ? 0 : static_cast<std::size_t>(buffer - held);
   }
+  // What the reader takes in one Write now: its window, and its sink's free place up to the
+  // sink's end. peer_sink known.
+  std::uint64_t reader_room() const {
+    return std::min({window_space(), peer_sink->free(), peer_sink->to_end()});
+  }
 };
 
 std::string config_problem(const SessionConfig& c) {
@@ -354,8 +359,11 @@ std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
                                                              std::span<const std::uint8_t> data,
                                                              std::uint32_t max_length) const {
   // Nothing may go before it: the session's messages and control frames, the stream's
-  // octets not sent yet (the Write is posted now, so it would overtake them).
-  if (failed_ || link_blocked_ || !outputs_.empty() || !building_.empty() || !control_.empty()) {
+  // octets not sent yet (the Write is posted now, so it would overtake them). Readiness news
+  // may wait: it is no message (a Write just borrowed left some).
+  const bool message_waits = std::ranges::any_of(
+      outputs_, [](const SessionOutput& o) { return o.type == SessionOutput::Type::kMessage; });
+  if (failed_ || link_blocked_ || message_waits || !building_.empty() || !control_.empty()) {
     return std::nullopt;
   }
   const Stream* s = find(id);
@@ -367,10 +375,14 @@ std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
   // In one piece of the sink; within the send buffer too, where a Write from the send ring
   // is still in flight (the ring's counts then run past these octets, which it never holds).
   const std::uint64_t len =
-      std::min({std::uint64_t{data.size()}, s->window_space(), sink.free(), sink.to_end(),
-                std::uint64_t{max_length}, std::uint64_t{s->send_space(config_.send_buffer)}});
-  // Never an empty Write (a threshold of 0 is allowed): that is the window or sink full.
-  if (len == 0 || len < config_.zero_copy_threshold) return std::nullopt;
+      std::min({std::uint64_t{data.size()}, s->reader_room(), std::uint64_t{max_length},
+                std::uint64_t{s->send_space(config_.send_buffer)}});
+  // Never an empty Write (a threshold of 0 is allowed): that is the window or sink full. A
+  // short one only where it fills the sink to its end: the next starts whole at its start,
+  // and the rest of a chunk never waits for a reader that will not make the end longer.
+  if (len == 0 || (len < config_.zero_copy_threshold && len != sink.to_end())) {
+    return std::nullopt;
+  }
   Borrowed b;
   b.stream = id;
   b.length = static_cast<std::size_t>(len);
@@ -387,6 +399,17 @@ std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
   if (s->ring_write() && s->send_space(config_.send_buffer) == len) f.flags |= kFlagTell;
   append_frame(b.message, f);
   return b;
+}
+
+bool StreamSession::waits_for_reader(StreamId id) const {
+  if (failed_) return false;
+  const Stream* s = find(id);
+  if (s == nullptr || s->detached || s->error || s->phase != Stream::Phase::kOpen ||
+      s->shut_wr || !s->peer_sink || s->sent != s->app_end) {
+    return false;
+  }
+  const std::uint64_t room = s->reader_room();
+  return room < config_.zero_copy_threshold && room != s->peer_sink->to_end();
 }
 
 void StreamSession::borrowed_sent(const Borrowed& b) {

@@ -205,9 +205,10 @@ class StreamSession {
   // caller before the call returns (credit::TaggedWrite::borrowed): nothing of the session
   // or the stream waits to go before it, and the reader's window and sink take at least
   // zero_copy_threshold octets of it in one piece (at most `max_length`, the connection's
-  // inline limit). The message to send with the Write, or nothing. Changes nothing: only a
-  // Write that was posted is then told with borrowed_sent(); else send() as usual (which
-  // copies). The two under one lock: nothing may happen to the session between them.
+  // inline limit; shorter where it fills the sink to its end). The message to send with the
+  // Write, or nothing. Changes nothing: only a Write that was posted is then told with
+  // borrowed_sent(); else send() as usual (which copies). The two under one lock: nothing
+  // may happen to the session between them.
   struct Borrowed {
     StreamId stream = 0;
     std::size_t length = 0;  // the first `length` octets of `data`
@@ -217,6 +218,11 @@ class StreamSession {
   std::optional<Borrowed> borrow(StreamId id, std::span<const std::uint8_t> data,
                                  std::uint32_t max_length) const;
   void borrowed_sent(const Borrowed& b);
+  // True when only the reader keeps a large chunk from being borrowed: the stream could
+  // borrow, but its window or sink has less than zero_copy_threshold octets of room. A
+  // WINDOW from the reader ends it (on_message); a caller that may wait can wait for one
+  // rather than copy the chunk (StreamEndpoint::send).
+  bool waits_for_reader(StreamId id) const;
   // Reads up to out.size() octets in order, stopping at the urgent mark; 0: the peer's end
   // of stream. `urgent`: the urgent octet instead (MSG_OOB). `peek`: leaves them (MSG_PEEK).
   Expected<std::size_t, StreamErrc> recv(StreamId id, std::span<std::uint8_t> out,

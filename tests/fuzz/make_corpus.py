@@ -380,6 +380,10 @@ def stream_session_corpus():
         "borrowed_write": b"\x00\x00\x02\x00" + message(frame(2, 1, be32(65536)))
             + message(frame(6, 1, be32(1) + be32(0) + be32(0) + be32(0) + be32(4096)))
             + b"\x04\x00" + be16(1026),
+        # The same, until the 4096-octet sink is full: the next large send waits for the reader.
+        "reader_waits": b"\x00\x00\x02\x00" + message(frame(2, 1, be32(65536)))
+            + message(frame(6, 1, be32(1) + be32(0) + be32(0) + be32(0) + be32(4096)))
+            + (b"\x04\x00" + be16(1026)) * 5,
     }
 
 

@@ -12,7 +12,8 @@
 //   7 close(stream, abort bit)  8 the channel blocks / is ready again   9 the session ends
 // Invariants: after every call broken_invariant() is empty; every message the session makes
 // decodes whole into frames and fits max_message; a Write only goes with a PLACED frame; a
-// borrowed Write is one PLACED frame of its own length, from the caller's buffer.
+// borrowed Write is one PLACED frame of its own length, from the caller's buffer, and none is
+// planned while waits_for_reader() says only the reader keeps the stream from one.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -133,18 +134,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::size_t n = in.u16();
         const auto data = std::span(buf).first(n);
         if ((n & 3) == 2) {
-          if (auto b = s.borrow(id, data, 0xffff'ffff)) {
-            fuzz_check(b->length >= config.zero_copy_threshold && b->length <= n,
-                       "a borrowed Write under the threshold or past the send");
+          std::size_t taken = 0;  // Writes until borrow() says no, as send_borrowed
+          const bool waits = s.waits_for_reader(id);
+          while (auto b = s.borrow(id, data.subspan(taken), 0xffff'ffff)) {
+            fuzz_check(!waits, "borrowed while only the reader should have kept it");
+            fuzz_check(b->length > 0 && b->length <= n - taken,
+                       "an empty borrowed Write, or one past the send");
             fuzz_check(b->placement.borrowed && b->placement.length == b->length &&
-                           b->placement.local_addr == reinterpret_cast<std::uintptr_t>(buf.data()),
+                           b->placement.local_addr ==
+                               reinterpret_cast<std::uintptr_t>(buf.data() + taken),
                        "a borrowed Write not from the caller's buffer");
             FrameReader r(b->message);
             auto f = r.next();
             fuzz_check(f && f->type == FrameType::kPlaced && f->length == b->length && r.done(),
                        "a borrowed Write's message is not its PLACED frame");
             s.borrowed_sent(*b);
-            (void)s.send(id, data.subspan(b->length));
+            taken += b->length;
+          }
+          if (taken > 0) {
+            (void)s.send(id, data.subspan(taken));
             break;
           }
         }

@@ -35,10 +35,10 @@ std::unique_ptr<transport::Provider> tcp() {
 
 struct Lab {
   StreamEndpoint server{tcp(), {}};
-  StreamEndpoint client{tcp(), {}};
+  StreamEndpoint client;
   SessionId session = 0;
   std::string served;  // the server's URI
-  Lab() {
+  explicit Lab(const StreamEndpointConfig& client_config = {}) : client(tcp(), client_config) {
     auto where = server.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
     EXPECT_TRUE(where.has_value()) << (where ? "" : where.error());
     served = where->to_string();
@@ -113,6 +113,62 @@ TEST(StreamEndpoint, RandomSizesArriveInOrderOverCopyAndWrite) {
   EXPECT_GT(counters.bytes_borrowed, 0u) << "no Write straight from the sender's buffer";
   EXPECT_GT(counters.bytes_copied, 0u);
   EXPECT_GT(lab.client.session_stats(lab.session)->writes_sent, 0u);
+}
+
+// Octets the client copied into its send ring (not Written from the application's buffer).
+std::uint64_t copied(const SessionCounters& c) {
+  return c.bytes_copied + c.bytes_placed - c.bytes_borrowed;
+}
+
+// A blocking send of large chunks waits for a reader that reads, rather than copy what the
+// reader's window does not take yet into the send buffer: once the reader's sink is known,
+// every octet goes by Writes from the sender's buffer. The same with reader_wait 0 (copy at
+// once, as before) shows the reader here lags enough for the wait to matter.
+TEST(StreamEndpoint, ABlockingSenderOfLargeChunksWaitsForTheReaderRatherThanCopy) {
+  for (const Millis wait : {Millis(0), Millis(10000)}) {
+    SCOPED_TRACE("reader_wait " + std::to_string(wait.count()) + " ms");
+    StreamEndpointConfig config;
+    config.reader_wait = wait;
+    Lab lab(config);
+    auto [c, s] = lab.stream();
+    constexpr std::size_t kChunk = 64 * 1024;
+    // The first large chunk asks for the reader's sink; once it is read, the sink is known.
+    const auto first = pattern(kChunk, 20);
+    ASSERT_EQ(*lab.client.send(c, first, {.timeout = 5s}), kChunk);
+    ASSERT_EQ(recv_all(lab.server, s, kChunk), first);
+    const SessionCounters before = *lab.client.counters(lab.session);
+    const auto data = pattern(8 * 1024 * 1024, 21);
+    std::thread tx([&] {
+      std::vector<std::uint8_t> buffer(kChunk);
+      for (std::size_t at = 0; at < data.size();) {
+        std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(at), kChunk, buffer.begin());
+        auto r = lab.client.send(c, buffer, {.timeout = 10s});
+        ASSERT_TRUE(r.has_value()) << errc_name(r.error());
+        ASSERT_EQ(*r, kChunk) << "a blocking send that waited answered part of its chunk";
+        std::fill(buffer.begin(), buffer.end(), 0xEE);
+        at += *r;
+      }
+    });
+    std::vector<std::uint8_t> got;
+    std::vector<std::uint8_t> buf(kChunk);
+    while (got.size() < data.size()) {  // a reader slower than the writer
+      auto r = lab.server.recv(s, buf, {.timeout = 10s});
+      if (!r || *r == 0) break;
+      got.insert(got.end(), buf.begin(), buf.begin() + *r);
+      std::this_thread::sleep_for(200us);
+    }
+    tx.join();
+    EXPECT_EQ(got, data);
+    const std::uint64_t now_copied = copied(*lab.client.counters(lab.session)) - copied(before);
+    std::printf("reader_wait %lld ms: %llu of %zu octets copied\n",
+                static_cast<long long>(wait.count()), static_cast<unsigned long long>(now_copied),
+                data.size());
+    if (wait == Millis(0)) {
+      EXPECT_GT(now_copied, data.size() / 4) << "the reader kept up: this shows nothing";
+    } else {
+      EXPECT_EQ(now_copied, 0u);
+    }
+  }
 }
 
 TEST(StreamEndpoint, WithoutIoUringReceivingThreadsPollAndLoseNothing) {
