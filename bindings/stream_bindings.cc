@@ -221,7 +221,8 @@ void bind_node(py::module_& m) {
                        long long answer_timeout_ms, long long offer_wait_ms,
                        std::uint32_t max_message, std::uint32_t stream_window,
                        std::uint32_t send_buffer, std::uint32_t zero_copy_threshold,
-                       std::uint32_t sink_size, std::uint32_t receive_window) {
+                       std::uint32_t sink_size, std::uint32_t receive_window,
+                       long long reader_wait_ms, long long poll_first_us) {
              NodeConfig config;
              config.scheme = scheme;
              config.offer = offer;
@@ -234,6 +235,8 @@ void bind_node(py::module_& m) {
              config.endpoint.session.zero_copy_threshold = zero_copy_threshold;
              config.endpoint.session.sink_size = sink_size;
              config.endpoint.receive_window = receive_window;
+             config.endpoint.reader_wait = Millis(reader_wait_ms);
+             config.endpoint.poll_first = std::chrono::microseconds(poll_first_us);
              auto node = StreamNode::create(std::move(config));
              if (!node) throw py::value_error(node.error());
              return std::move(*node);
@@ -249,6 +252,8 @@ void bind_node(py::module_& m) {
            py::arg("zero_copy_threshold") = stream::SessionConfig{}.zero_copy_threshold,
            py::arg("sink_size") = stream::SessionConfig{}.sink_size,
            py::arg("receive_window") = stream::StreamEndpointConfig{}.receive_window,
+           py::arg("reader_wait_ms") = stream::StreamEndpointConfig{}.reader_wait.count(),
+           py::arg("poll_first_us") = stream::StreamEndpointConfig{}.poll_first.count(),
            "A node whose sessions run on `scheme`'s provider. ValueError when the numbers "
            "cannot work together.")
       .def(

@@ -529,7 +529,8 @@ bool MessageEndpoint::wait_ready(PeerId peer, Millis timeout) {
   return p->channel.state() == ChannelState::kConnected && p->channel.can_queue();
 }
 
-bool MessageEndpoint::receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout) {
+bool MessageEndpoint::receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout,
+                              transport::Micros poll_first) {
   const int wake_fd = wake.fd;
   auto p = state_->find(peer);
   if (!p) return false;
@@ -544,7 +545,8 @@ bool MessageEndpoint::receive(PeerId peer, runtime::WakeFd wake, transport::Mill
   // Not an application call (ApiCall): what this thread receives, it processes and hands to
   // the handlers here, which is the point.
   const bool received =
-      conn->receive_here(wake, wake_fd >= 0 ? timeout : std::min(timeout, kReceiveSlice));
+      conn->receive_here(wake, wake_fd >= 0 ? timeout : std::min(timeout, kReceiveSlice),
+                         poll_first);
   std::lock_guard lock(p->mu);
   if (wake_fd >= 0) {
     auto& wakes = p->receiver_wakes;

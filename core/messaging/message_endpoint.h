@@ -196,10 +196,12 @@ class MessageEndpoint {
   // received something, `wake` (an eventfd the caller's other threads write; the caller
   // reads it) is readable, or `timeout` passed. close_peer() and close() write `wake` and
   // wait for the receive to return; without one (fd -1) a receive waits kReceiveSlice at most.
+  // `poll_first`: looks that long without sleeping first (Connection::receive_here).
   // False at once when the provider cannot (verbs, sim) or the peer is unknown or not
   // connected: wait another way. Not from a handler.
   static constexpr transport::Millis kReceiveSlice{100};
-  bool receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout);
+  bool receive(PeerId peer, runtime::WakeFd wake, transport::Millis timeout,
+               transport::Micros poll_first = transport::Micros::zero());
 
   // Answers a received message: the reply goes before queued requests and may use the
   // reserved credits; the message's buffer is posted again once the reply is posted. Never

@@ -566,7 +566,8 @@ bool StreamEndpoint::receive_for(Session& s, std::unique_lock<std::mutex>& lock,
   s.receiving = true;
   lock.unlock();
   receiving_here = &s;
-  const bool received = channel_.receive(s.id, {s.wake.get(), s.wake_id}, timeout);
+  const bool received =
+      channel_.receive(s.id, {s.wake.get(), s.wake_id}, timeout, config_.poll_first);
   receiving_here = nullptr;
   lock.lock();
   s.receiving = false;

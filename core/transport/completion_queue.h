@@ -42,6 +42,7 @@
 namespace rdma_interop::transport {
 
 using Millis = std::chrono::milliseconds;
+using Micros = std::chrono::microseconds;
 
 struct CompletionQueueCounters {
   std::uint32_t entries = 0;     // the size; 0: unbounded

@@ -50,11 +50,11 @@ class ConnectionHandle : public Connection {
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout) override {
     return state_->poll_completions(max, timeout);
   }
-  bool receive_here(runtime::WakeFd wake, Millis timeout) override {
-    if constexpr (requires { state_->receive_here(wake, timeout); }) {
-      return state_->receive_here(wake, timeout);
+  bool receive_here(runtime::WakeFd wake, Millis timeout, Micros poll_first) override {
+    if constexpr (requires { state_->receive_here(wake, timeout, poll_first); }) {
+      return state_->receive_here(wake, timeout, poll_first);
     } else {
-      return Connection::receive_here(wake, timeout);
+      return Connection::receive_here(wake, timeout, poll_first);
     }
   }
   ConnectionState state() const override { return state_->state(); }

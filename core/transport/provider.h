@@ -211,11 +211,15 @@ class Connection {
   // caller reads `wake` itself. While a thread receives here, and shortly after, the
   // event thread does not (a claim, as poll_completions on an own queue takes:
   // tcp_connection_state.h), so a request/response costs the waiting thread no hand-off from
-  // the event thread. False, without waiting: this provider receives only on its own thread
-  // (verbs, whose device places data anyway, and the simulator), or the connection is closed.
-  virtual bool receive_here(runtime::WakeFd wake, Millis timeout) {
+  // the event thread. `poll_first`: how long it looks without sleeping before it sleeps (as
+  // an RDMA consumer polls its completion queue before it arms the event, and rsockets'
+  // polling_time): what comes within it costs no sleep and wakeup. False, without waiting:
+  // this provider receives only on its own thread (verbs, whose device places data anyway,
+  // and the simulator), or the connection is closed.
+  virtual bool receive_here(runtime::WakeFd wake, Millis timeout, Micros poll_first) {
     (void)wake;
     (void)timeout;
+    (void)poll_first;
     return false;
   }
 

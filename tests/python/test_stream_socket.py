@@ -227,8 +227,11 @@ def test_what_the_subset_lacks_says_so() -> None:
 
 def test_node_config_comes_from_the_environment() -> None:
     config = node_config_from_env({"RDMA_STREAM_OFFER": "0", "RDMA_STREAM_SINK_SIZE": "65536",
-                                   "RDMA_STREAM_SCHEME": "tcp"})
-    assert config == {"offer": False, "sink_size": 65536, "scheme": "tcp"}
+                                   "RDMA_STREAM_SCHEME": "tcp", "RDMA_STREAM_POLL_FIRST_US": "0",
+                                   "RDMA_STREAM_READER_WAIT_MS": "5"})
+    assert config == {"offer": False, "sink_size": 65536, "scheme": "tcp", "poll_first_us": 0,
+                      "reader_wait_ms": 5}
+    _core.StreamNode(**config).close()  # the numbers reach the node
     with pytest.raises(ValueError, match="RDMA_STREAM_SEND_BUFFER"):
         node_config_from_env({"RDMA_STREAM_SEND_BUFFER": "lots"})
     with pytest.raises(ValueError):

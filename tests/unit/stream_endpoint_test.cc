@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sys/resource.h>
 
 #include <future>
 #include <random>
@@ -167,6 +168,53 @@ TEST(StreamEndpoint, ABlockingSenderOfLargeChunksWaitsForTheReaderRatherThanCopy
       EXPECT_GT(now_copied, data.size() / 4) << "the reader kept up: this shows nothing";
     } else {
       EXPECT_EQ(now_copied, 0u);
+    }
+  }
+}
+
+// A blocking recv looks for its answer before it sleeps (poll_first): round trips whose
+// answer comes within that cost the waiting thread no sleep, where without it each costs one
+// (a voluntary context switch, counted by the kernel for this thread alone).
+TEST(StreamEndpoint, ABlockingReceiveLooksForItsAnswerBeforeItSleeps) {
+  constexpr int kRounds = 200;
+  for (const auto poll : {std::chrono::microseconds(0), std::chrono::microseconds(50'000)}) {
+    SCOPED_TRACE("poll_first " + std::to_string(poll.count()) + " us");
+    StreamEndpointConfig config;
+    config.poll_first = poll;
+    Lab lab(config);
+    auto [c, s] = lab.stream();
+    std::thread echo([&, s = s] {
+      std::uint8_t b[64];
+      for (int i = 0; i < kRounds; ++i) {
+        if (recv_all(lab.server, s, sizeof b).size() != sizeof b) return;
+        std::fill(std::begin(b), std::end(b), static_cast<std::uint8_t>(i));
+        if (!lab.server.send(s, b, {.timeout = 5s})) return;
+      }
+    });
+    const auto request = pattern(64, 30);
+    std::vector<std::uint8_t> answer(64);
+    rusage before{};
+    ::getrusage(RUSAGE_THREAD, &before);
+    for (int i = 0; i < kRounds; ++i) {
+      ASSERT_EQ(*lab.client.send(c, request, {.timeout = 5s}), request.size());
+      std::size_t got = 0;
+      while (got < answer.size()) {
+        auto r = lab.client.recv(c, std::span(answer).subspan(got), {.timeout = 5s});
+        ASSERT_TRUE(r.has_value() && *r > 0);
+        got += *r;
+      }
+      ASSERT_EQ(answer[0], static_cast<std::uint8_t>(i));
+    }
+    rusage after{};
+    ::getrusage(RUSAGE_THREAD, &after);
+    echo.join();
+    const double sleeps = static_cast<double>(after.ru_nvcsw - before.ru_nvcsw) / kRounds;
+    std::printf("poll_first %lld us: %.2f sleeps a round trip\n",
+                static_cast<long long>(poll.count()), sleeps);
+    if (poll.count() == 0) {
+      EXPECT_GT(sleeps, 0.8) << "the round trips never slept: this shows nothing";
+    } else {
+      EXPECT_LT(sleeps, 0.2);
     }
   }
 }

@@ -26,6 +26,9 @@ use from these environment variables (unset: the C++ default):
     RDMA_STREAM_MAX_MESSAGE, RDMA_STREAM_STREAM_WINDOW, RDMA_STREAM_SEND_BUFFER,
     RDMA_STREAM_ZERO_COPY_THRESHOLD, RDMA_STREAM_SINK_SIZE, RDMA_STREAM_RECEIVE_WINDOW
                                      the session's numbers (core/stream/stream_session.h)
+    RDMA_STREAM_READER_WAIT_MS       a blocking large send waits this long for the reader
+                                     rather than copy (core/stream/stream_endpoint.h)
+    RDMA_STREAM_POLL_FIRST_US        a blocking call looks this long before it sleeps
     RDMA_STREAM_LOG                  a file: one JSON line appended per socket opened
                                      ({"kind", "how", "peer", "local", "pid"})
 
@@ -67,6 +70,8 @@ _ENV_NUMBERS = {
     "zero_copy_threshold": "RDMA_STREAM_ZERO_COPY_THRESHOLD",
     "sink_size": "RDMA_STREAM_SINK_SIZE",
     "receive_window": "RDMA_STREAM_RECEIVE_WINDOW",
+    "reader_wait_ms": "RDMA_STREAM_READER_WAIT_MS",
+    "poll_first_us": "RDMA_STREAM_POLL_FIRST_US",
 }
 
 # Options that shape a kernel TCP socket and mean nothing to a stream over a session (the

@@ -216,12 +216,30 @@ std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::siz
   }
 }
 
-bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout) {
+bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout, Micros poll_first) {
   const int wake_fd = wake.fd;
   const auto entered = runtime::Clock::now();
   bool received = false;
   const int socket = enter_receive(false, &received);
   if (socket < 0) return false;
+  if (!received && timeout > Millis::zero() && poll_first > Micros::zero()) {
+    // Looks before it sleeps. poll(2) with no timeout, not recv(2): tcp_poll reads the
+    // socket's state without its lock, which the peer's segments take as they arrive (on
+    // loopback, in the sender's own syscall); a recv spinning on it slowed a stream's writer.
+    std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
+    const auto until = entered + std::min<Micros>(poll_first, timeout);
+    int ready = 0;
+    do {
+      ready = ::poll(fds.data(), wake_fd < 0 ? 1 : 2, 0);
+    } while (ready == 0 && runtime::Clock::now() < until);
+    if (fds[0].revents != 0) {
+      Guard guard(*this);
+      if (phase_ != Phase::kClosed && !released_) receive(true);
+      received = true;
+    } else if (ready != 0) {
+      received = true;  // woken: nothing to wait for, the caller looks at why
+    }
+  }
   if (!received && timeout > Millis::zero() && wait_and_read(socket, wake, timeout)) {
     // Received (or woken) in the wait itself: one syscall where poll(2) and recv(2) are two.
   } else if (!received && timeout > Millis::zero()) {

@@ -83,7 +83,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::optional<rdmap::PostError> post_recv(const rdmap::RecvWr& wr);
   std::vector<rdmap::WorkCompletion> poll_completions(std::size_t max, Millis timeout);
   // Connection::receive_here: the receive side claimed as poll_completions claims it.
-  bool receive_here(runtime::WakeFd wake, Millis timeout);
+  bool receive_here(runtime::WakeFd wake, Millis timeout, Micros poll_first);
   ConnectionState state() const;
   std::string error_detail() const;
   std::optional<wire::TerminateMessage> terminate_received() const;
