@@ -196,7 +196,8 @@ class MessageEndpoint {
   // received something, `wake` (an eventfd the caller's other threads write; the caller
   // reads it) is readable, or `timeout` passed. close_peer() and close() write `wake` and
   // wait for the receive to return; without one (fd -1) a receive waits kReceiveSlice at most.
-  // `poll_first`: looks that long without sleeping first (Connection::receive_here).
+  // `poll_first`: of the timeout, looks that long without sleeping first
+  // (Connection::receive_here).
   // False at once when the provider cannot (verbs, sim) or the peer is unknown or not
   // connected: wait another way. Not from a handler.
   static constexpr transport::Millis kReceiveSlice{100};

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <deque>
@@ -164,9 +165,26 @@ struct StreamEndpoint::Session : RegionSource {
   }
 };
 
+namespace {
+
+// The waits as the endpoint uses them: within 0..`most`, so a time point plus one never
+// overflows (a caller's kForever-like figure, a negative one).
+template <class Duration>
+Duration within(Duration d, Duration most) {
+  return std::clamp(d, Duration::zero(), most);
+}
+
+StreamEndpointConfig usable(StreamEndpointConfig c) {
+  c.reader_wait = within(c.reader_wait, Millis(std::chrono::hours(1)));
+  c.poll_first = within(c.poll_first, std::chrono::microseconds(std::chrono::seconds(1)));
+  return c;
+}
+
+}  // namespace
+
 StreamEndpoint::StreamEndpoint(std::unique_ptr<transport::Provider> provider,
                                StreamEndpointConfig config)
-    : config_(config), provider_(std::move(provider)), channel_(channel_config(config)) {
+    : config_(usable(config)), provider_(std::move(provider)), channel_(channel_config(config)) {
   channel_.on_message([this](const messaging::Message& m) { on_message(m); });
   channel_.on_ready([this](messaging::PeerId id) { on_ready(id); });
   channel_.on_failure([this](messaging::PeerId id, const std::string& d) { on_end(id, d); });
@@ -589,7 +607,8 @@ Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
                   [&](Session& s, Wait& wait) -> Expected<std::size_t, StreamErrc> {
                     const auto rest = data.subspan(borrowed);
                     borrowed += send_borrowed(s, ref.stream, rest);
-                    if (borrowed == data.size()) return borrowed;
+                    // (An empty send goes to the engine, which answers a stream's error.)
+                    if (borrowed > 0 && borrowed == data.size()) return borrowed;
                     // Only the reader keeps the rest from going from `data`: a blocking
                     // send waits a while for its WINDOW rather than copy the rest into the
                     // send ring (the copy a borrowed Write saves; stream layer notes of
@@ -598,6 +617,7 @@ Expected<std::size_t, StreamErrc> StreamEndpoint::send(StreamRef ref,
                     // readiness says so.
                     if (data.size() - borrowed >= config_.session.zero_copy_threshold &&
                         s.inline_limit > 0 && s.engine.waits_for_reader(ref.stream)) {
+                      // reader_wait is at most an hour (usable()): no overflow.
                       const auto until = std::min(wait.start + config_.reader_wait, wait.deadline);
                       if (Clock::now() < until) {
                         wait.hold = until;

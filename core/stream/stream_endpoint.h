@@ -66,10 +66,11 @@ struct StreamEndpointConfig {
   std::uint32_t max_sessions = 64;
   Millis setup_timeout{10000};
   // A blocking send of a large chunk that only the reader's window or sink keeps from going
-  // by a Write from the caller's buffer (StreamSession::waits_for_reader) waits this long
-  // for the reader before it copies the chunk into the send buffer (0: at once). A reader
-  // that reads sends its WINDOW in microseconds; one that does not costs each such send
-  // this much more until the send buffer is full, as before.
+  // by a Write from the caller's buffer (StreamSession::waits_for_reader) waits up to this
+  // long from its start for the reader before it copies the rest into the send buffer (0: at
+  // once; 0..1 h). A reader that reads answers in microseconds (the Write that left its
+  // window or sink short asked for a WINDOW); one that does not costs each such send this
+  // much more until the send buffer is full, as before.
   Millis reader_wait{1};
   // A blocking call's receiving waiter looks this long for its peer's answer before it sleeps
   // (transport::Connection::receive_here; rsockets' polling_time, 10 us). A sleep and its
@@ -77,7 +78,7 @@ struct StreamEndpointConfig {
   // threads echoing, alternated, 27.0-27.3 us without, 15.2-15.8 us with 20 us of it, and
   // less CPU (30.9 against 34.0 us both sides); stream_bench: 0.73x and 0.76x raw TCP's
   // (which sleeps), against 1.28x and 1.18x. Streams' throughput the same within the noise.
-  // Costs CPU only while nothing comes, at most this much a wait. 0: sleeps at once.
+  // Costs CPU only while nothing comes, at most this much a wait. 0: sleeps at once; 0..1 s.
   std::chrono::microseconds poll_first{20};
 };
 
@@ -123,7 +124,8 @@ class StreamEndpoint {
   // The octets taken (at least one) or an error; kWouldBlock: the stream took none until the
   // timeout (its send buffer full). `data` is the caller's again when it returns: a large chunk
   // goes by Writes from it, posted before the return, and a blocking send may wait for the
-  // reader's window for that (reader_wait) before it copies what is left.
+  // reader's window for that (reader_wait) before it copies what is left. Meanwhile another
+  // thread's send to the same stream may go between its octets, as with TCP's large sends.
   Expected<std::size_t, StreamErrc> send(StreamRef s, std::span<const std::uint8_t> data,
                                          const IoOptions& options = {});
   Expected<std::size_t, StreamErrc> recv(StreamRef s, std::span<std::uint8_t> out,

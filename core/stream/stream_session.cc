@@ -156,6 +156,13 @@ struct StreamSession::Stream {
   std::uint64_t reader_room() const {
     return std::min({window_space(), peer_sink->free(), peer_sink->to_end()});
   }
+  // A Write of `len` leaves the reader's window or sink under `threshold`: only a WINDOW
+  // opens them again, and the reader's own rule (a quarter of its window read) may never
+  // send one (a sink under a quarter window, a Write across a telling), so the Write asks
+  // for one (TELL) and a writer that waits for the reader (waits_for_reader) is answered.
+  bool leaves_reader_short(std::uint64_t len, std::uint32_t threshold) const {
+    return std::min(window_space(), peer_sink->free()) - len < threshold;
+  }
 };
 
 std::string config_problem(const SessionConfig& c) {
@@ -395,8 +402,12 @@ std::optional<StreamSession::Borrowed> StreamSession::borrow(StreamId id,
   f.type = FrameType::kPlaced;
   f.stream = id;
   f.length = static_cast<std::uint32_t>(len);
-  // As for a Write from the send ring (pump_stream): a send buffer it fills asks for a WINDOW.
-  if (s->ring_write() && s->send_space(config_.send_buffer) == len) f.flags |= kFlagTell;
+  // As for a Write from the send ring (pump_stream): a send buffer it fills, or a window or
+  // sink it leaves short, asks for a WINDOW.
+  if ((s->ring_write() && s->send_space(config_.send_buffer) == len) ||
+      s->leaves_reader_short(len, config_.zero_copy_threshold)) {
+    f.flags |= kFlagTell;
+  }
   append_frame(b.message, f);
   return b;
 }
@@ -852,7 +863,10 @@ bool StreamSession::pump_stream(Stream& s) {
       // once these are read. The reader's own rule (a quarter of its window read) never
       // comes when its last WINDOW fell inside a Write and less than a quarter window
       // follows it (a send buffer under the window, or a Write over three quarters of it).
-      if (s.send_space(config_.send_buffer) == 0) f.flags |= kFlagTell;
+      if (s.send_space(config_.send_buffer) == 0 ||
+          s.leaves_reader_short(len, config_.zero_copy_threshold)) {
+        f.flags |= kFlagTell;
+      }
       if (s.shut_wr && s.sent + len == s.app_end) {
         f.flags |= kFlagFin;
         s.fin_sent = true;

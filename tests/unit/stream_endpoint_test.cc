@@ -164,29 +164,41 @@ TEST(StreamEndpoint, ABlockingSenderOfLargeChunksWaitsForTheReaderRatherThanCopy
     std::printf("reader_wait %lld ms: %llu of %zu octets copied\n",
                 static_cast<long long>(wait.count()), static_cast<unsigned long long>(now_copied),
                 data.size());
+    // Not exactly none: a Write the channel could not post at once (another thread posting,
+    // kNotNow) is copied, and the sends after it follow it through the ring for a while.
     if (wait == Millis(0)) {
       EXPECT_GT(now_copied, data.size() / 4) << "the reader kept up: this shows nothing";
     } else {
-      EXPECT_EQ(now_copied, 0u);
+      EXPECT_LT(now_copied, data.size() / 16);
     }
   }
 }
 
 // A blocking recv looks for its answer before it sleeps (poll_first): round trips whose
 // answer comes within that cost the waiting thread no sleep, where without it each costs one
-// (a voluntary context switch, counted by the kernel for this thread alone).
+// (a voluntary context switch, counted by the kernel for this thread alone). The echo answers
+// a millisecond late, so the answer is never there before the wait starts. A wait without a
+// timeout (kForever, what a blocking Python socket asks) looks as long.
 TEST(StreamEndpoint, ABlockingReceiveLooksForItsAnswerBeforeItSleeps) {
-  constexpr int kRounds = 200;
-  for (const auto poll : {std::chrono::microseconds(0), std::chrono::microseconds(50'000)}) {
-    SCOPED_TRACE("poll_first " + std::to_string(poll.count()) + " us");
+  constexpr int kRounds = 100;
+  struct Case {
+    std::chrono::microseconds poll;
+    Millis timeout;
+  };
+  for (const Case k : {Case{std::chrono::microseconds(0), Millis(5000)},
+                       Case{std::chrono::microseconds(200'000), Millis(5000)},
+                       Case{std::chrono::microseconds(200'000), kForever}}) {
+    SCOPED_TRACE("poll_first " + std::to_string(k.poll.count()) + " us, timeout " +
+                 std::to_string(k.timeout.count()) + " ms");
     StreamEndpointConfig config;
-    config.poll_first = poll;
+    config.poll_first = k.poll;
     Lab lab(config);
     auto [c, s] = lab.stream();
     std::thread echo([&, s = s] {
       std::uint8_t b[64];
       for (int i = 0; i < kRounds; ++i) {
         if (recv_all(lab.server, s, sizeof b).size() != sizeof b) return;
+        std::this_thread::sleep_for(1ms);
         std::fill(std::begin(b), std::end(b), static_cast<std::uint8_t>(i));
         if (!lab.server.send(s, b, {.timeout = 5s})) return;
       }
@@ -199,7 +211,7 @@ TEST(StreamEndpoint, ABlockingReceiveLooksForItsAnswerBeforeItSleeps) {
       ASSERT_EQ(*lab.client.send(c, request, {.timeout = 5s}), request.size());
       std::size_t got = 0;
       while (got < answer.size()) {
-        auto r = lab.client.recv(c, std::span(answer).subspan(got), {.timeout = 5s});
+        auto r = lab.client.recv(c, std::span(answer).subspan(got), {.timeout = k.timeout});
         ASSERT_TRUE(r.has_value() && *r > 0);
         got += *r;
       }
@@ -209,14 +221,32 @@ TEST(StreamEndpoint, ABlockingReceiveLooksForItsAnswerBeforeItSleeps) {
     ::getrusage(RUSAGE_THREAD, &after);
     echo.join();
     const double sleeps = static_cast<double>(after.ru_nvcsw - before.ru_nvcsw) / kRounds;
-    std::printf("poll_first %lld us: %.2f sleeps a round trip\n",
-                static_cast<long long>(poll.count()), sleeps);
-    if (poll.count() == 0) {
+    std::printf("poll_first %lld us, timeout %lld ms: %.2f sleeps a round trip\n",
+                static_cast<long long>(k.poll.count()), static_cast<long long>(k.timeout.count()),
+                sleeps);
+    if (k.poll.count() == 0) {
       EXPECT_GT(sleeps, 0.8) << "the round trips never slept: this shows nothing";
     } else {
       EXPECT_LT(sleeps, 0.2);
     }
   }
+}
+
+// An empty send asks the stream as any send does: after shutdown_write it is EPIPE's error,
+// on a closed stream kNoStream, as TCP's send(2) of 0 octets answers.
+TEST(StreamEndpoint, AnEmptySendStillAnswersTheStreamsError) {
+  Lab lab;
+  auto [c, s] = lab.stream();
+  (void)s;
+  EXPECT_EQ(*lab.client.send(c, {}, {.timeout = 1s}), 0u);
+  ASSERT_TRUE(lab.client.shutdown_write(c));
+  auto r = lab.client.send(c, {}, {.timeout = 1s});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), StreamErrc::kBrokenPipe);
+  lab.client.close(c);
+  r = lab.client.send(c, {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error(), StreamErrc::kNoStream);
 }
 
 TEST(StreamEndpoint, WithoutIoUringReceivingThreadsPollAndLoseNothing) {

@@ -326,6 +326,35 @@ TEST(StreamSession, ALargeSendEndsTheReadersSinkWithAShortWriteAndGoesOnFromItsS
   EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
 }
 
+// A sink smaller than a quarter of the window: the reader reads every Write and still owes no
+// WINDOW by its own rule, while the writer's sink is full. The Write that left the sink short
+// asks for one (TELL), so a writer waiting for the reader (waits_for_reader) is answered once
+// the reader read it, not never.
+TEST(StreamSession, AWriteThatLeavesTheReadersSinkShortAsksForAWindow) {
+  SessionConfig config;
+  config.stream_window = 512 * 1024;
+  config.sink_size = 64 * 1024;
+  Pair p(config);
+  auto [ida, idb] = connect(p);
+  std::vector<std::uint8_t> buf(128 * 1024);
+  ASSERT_TRUE(p.send_borrowing(p.a, ida, pattern(20 * 1024, 14)));  // asks for the sink
+  p.run();
+  ASSERT_EQ(*p.b.recv(idb, buf), 20u * 1024);
+  p.run();
+  for (std::uint32_t seed = 15; seed < 19; ++seed) {
+    const auto chunk = pattern(64 * 1024, seed);
+    ASSERT_EQ(*p.send_borrowing(p.a, ida, chunk), chunk.size()) << "not borrowed whole";
+    EXPECT_TRUE(p.a.waits_for_reader(ida)) << "the sink is full";
+    p.run();
+    ASSERT_EQ(*p.b.recv(idb, buf), chunk.size());
+    EXPECT_TRUE(std::equal(chunk.begin(), chunk.end(), buf.begin()));
+    p.run();
+    EXPECT_FALSE(p.a.waits_for_reader(ida)) << "read whole, and the writer still waits";
+  }
+  EXPECT_EQ(p.a.counters().bytes_borrowed, 4u * 64 * 1024);
+  EXPECT_TRUE(p.failures_a.empty() && p.failures_b.empty());
+}
+
 // A zero-copy threshold of 0 (every send a Write once the sink is known) still never plans an
 // empty Write: a closed window borrows nothing, and the send waits in the ring as any does.
 TEST(StreamSession, AClosedWindowIsNeverAnEmptyBorrowedWrite) {

@@ -217,6 +217,7 @@ std::vector<rdmap::WorkCompletion> TcpConnectionState::receive_and_wait(std::siz
 }
 
 bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout, Micros poll_first) {
+  timeout = std::min(timeout, kLongestWait);  // a caller's "forever": in microseconds too
   const int wake_fd = wake.fd;
   const auto entered = runtime::Clock::now();
   bool received = false;
@@ -239,13 +240,15 @@ bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout, Micr
     } else if (ready != 0) {
       received = true;  // woken: nothing to wait for, the caller looks at why
     }
+    // The sleep takes what is left of the timeout (whole milliseconds: at most one more).
+    const auto spent = std::chrono::duration_cast<Millis>(runtime::Clock::now() - entered);
+    timeout = spent >= timeout ? Millis::zero() : timeout - spent;
   }
   if (!received && timeout > Millis::zero() && wait_and_read(socket, wake, timeout)) {
     // Received (or woken) in the wait itself: one syscall where poll(2) and recv(2) are two.
   } else if (!received && timeout > Millis::zero()) {
     std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
-    ::poll(fds.data(), wake_fd < 0 ? 1 : 2,
-           static_cast<int>(std::min(timeout, kLongestWait).count()));
+    ::poll(fds.data(), wake_fd < 0 ? 1 : 2, static_cast<int>(timeout.count()));
     if (fds[0].revents != 0) {
       Guard guard(*this);
       if (phase_ != Phase::kClosed && !released_) receive(true);

@@ -23,7 +23,8 @@
 // so a connection nobody polls still places Writes, answers Reads and sees the peer close.
 // A connection on a shared queue (QpCaps::cq) is received by the event thread, unless a
 // thread claims it the same way with receive_here (the message endpoint's waiters do);
-// receive_here waits and reads in one syscall where io_uring allows (wait_and_read,
+// receive_here may first look with poll(2) for a while without sleeping (its poll_first),
+// then waits and reads in one syscall where io_uring allows (wait_and_read,
 // runtime/socket_wait.h), the socket's reads then being that thread's alone (rx_reading_).
 //
 // Locking: mu_ guards everything below it in the class, the socket's reads included: any
