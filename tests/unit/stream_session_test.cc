@@ -177,6 +177,18 @@ std::pair<StreamId, StreamId> connect(Pair& p, std::uint16_t port = 80) {
   return {*ida, *idb};
 }
 
+// connect(), then `first` octets sent borrowing (a large first chunk asks for the reader's
+// sink) and read, so the writer knows the sink.
+std::pair<StreamId, StreamId> connect_with_sink(Pair& p, std::size_t first, std::uint32_t seed) {
+  auto [ida, idb] = connect(p);
+  std::vector<std::uint8_t> buf(first);
+  EXPECT_TRUE(p.send_borrowing(p.a, ida, pattern(first, seed)));
+  p.run();
+  EXPECT_EQ(*p.b.recv(idb, buf), first);
+  p.run();
+  return {ida, idb};
+}
+
 // Sends all of `data` on `id`, reading on the other side as it goes.
 std::vector<std::uint8_t> transfer(Pair& p, StreamSession& tx, StreamId txid, StreamSession& rx,
                                    StreamId rxid, const std::vector<std::uint8_t>& data,
@@ -261,12 +273,8 @@ TEST(StreamSession, WritesFromTheSendersBufferMixWithTheOtherWaysInOrder) {
   small.send_buffer = 128 * 1024;
   small.sink_size = 128 * 1024;
   Pair q(small);
-  auto [qa, qb] = connect(q);
+  auto [qa, qb] = connect_with_sink(q, 20 * 1024, 5);
   std::vector<std::uint8_t> buf(64 * 1024);
-  ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(20 * 1024, 5)));  // asks for the sink
-  q.run();
-  ASSERT_EQ(*q.b.recv(qb, buf), 20u * 1024);
-  q.run();
   const auto first = q.a.counters().bytes_borrowed;
   ASSERT_TRUE(q.send_borrowing(q.a, qa, pattern(100 * 1024, 6)));
   EXPECT_EQ(q.a.counters().bytes_borrowed, first + 100 * 1024) << "the sink known: borrowed";
@@ -303,12 +311,8 @@ TEST(StreamSession, ALargeSendEndsTheReadersSinkWithAShortWriteAndGoesOnFromItsS
   config.stream_window = 256 * 1024;
   config.sink_size = 128 * 1024;
   Pair p(config);
-  auto [ida, idb] = connect(p);
+  auto [ida, idb] = connect_with_sink(p, 20 * 1024, 11);
   std::vector<std::uint8_t> buf(256 * 1024);
-  ASSERT_TRUE(p.send_borrowing(p.a, ida, pattern(20 * 1024, 11)));  // asks for the sink
-  p.run();
-  ASSERT_EQ(*p.b.recv(idb, buf), 20u * 1024);
-  p.run();
   const auto first = pattern(120 * 1024, 12);  // 8 KiB of the sink left after it
   ASSERT_EQ(*p.send_borrowing(p.a, ida, first), first.size());
   p.run();
@@ -335,12 +339,8 @@ TEST(StreamSession, AWriteThatLeavesTheReadersSinkShortAsksForAWindow) {
   config.stream_window = 512 * 1024;
   config.sink_size = 64 * 1024;
   Pair p(config);
-  auto [ida, idb] = connect(p);
+  auto [ida, idb] = connect_with_sink(p, 20 * 1024, 14);
   std::vector<std::uint8_t> buf(128 * 1024);
-  ASSERT_TRUE(p.send_borrowing(p.a, ida, pattern(20 * 1024, 14)));  // asks for the sink
-  p.run();
-  ASSERT_EQ(*p.b.recv(idb, buf), 20u * 1024);
-  p.run();
   for (std::uint32_t seed = 15; seed < 19; ++seed) {
     const auto chunk = pattern(64 * 1024, seed);
     ASSERT_EQ(*p.send_borrowing(p.a, ida, chunk), chunk.size()) << "not borrowed whole";
@@ -362,12 +362,7 @@ TEST(StreamSession, AClosedWindowIsNeverAnEmptyBorrowedWrite) {
   config.zero_copy_threshold = 0;
   ASSERT_EQ(config_problem(config), "");
   Pair p(config);
-  auto [ida, idb] = connect(p);
-  std::vector<std::uint8_t> buf(64 * 1024);
-  ASSERT_TRUE(p.send_borrowing(p.a, ida, pattern(1000, 9)));  // asks for the sink
-  p.run();
-  ASSERT_EQ(*p.b.recv(idb, buf), 1000u);
-  p.run();
+  auto [ida, idb] = connect_with_sink(p, 1000, 9);
   // Borrowed until the window is full (the reader told nothing: under a quarter read), the
   // last Write the few octets left.
   const auto chunk = pattern(8 * 1024, 10);

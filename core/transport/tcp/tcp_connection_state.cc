@@ -227,19 +227,11 @@ bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout, Micr
     // Looks before it sleeps. poll(2) with no timeout, not recv(2): tcp_poll reads the
     // socket's state without its lock, which the peer's segments take as they arrive (on
     // loopback, in the sender's own syscall); a recv spinning on it slowed a stream's writer.
-    std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
+    // Woken: nothing to wait for either, the caller looks at why.
     const auto until = entered + std::min<Micros>(poll_first, timeout);
-    int ready = 0;
     do {
-      ready = ::poll(fds.data(), wake_fd < 0 ? 1 : 2, 0);
-    } while (ready == 0 && runtime::Clock::now() < until);
-    if (fds[0].revents != 0) {
-      Guard guard(*this);
-      if (phase_ != Phase::kClosed && !released_) receive(true);
-      received = true;
-    } else if (ready != 0) {
-      received = true;  // woken: nothing to wait for, the caller looks at why
-    }
+      received = poll_and_read(socket, wake_fd, Millis::zero());
+    } while (!received && runtime::Clock::now() < until);
     // The sleep takes what is left of the timeout (whole milliseconds: at most one more).
     const auto spent = std::chrono::duration_cast<Millis>(runtime::Clock::now() - entered);
     timeout = spent >= timeout ? Millis::zero() : timeout - spent;
@@ -247,15 +239,20 @@ bool TcpConnectionState::receive_here(runtime::WakeFd wake, Millis timeout, Micr
   if (!received && timeout > Millis::zero() && wait_and_read(socket, wake, timeout)) {
     // Received (or woken) in the wait itself: one syscall where poll(2) and recv(2) are two.
   } else if (!received && timeout > Millis::zero()) {
-    std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
-    ::poll(fds.data(), wake_fd < 0 ? 1 : 2, static_cast<int>(timeout.count()));
-    if (fds[0].revents != 0) {
-      Guard guard(*this);
-      if (phase_ != Phase::kClosed && !released_) receive(true);
-    }
+    (void)poll_and_read(socket, wake_fd, timeout);
   }
   leave_receive(entered);
   return true;
+}
+
+bool TcpConnectionState::poll_and_read(int socket, int wake_fd, Millis timeout) {
+  std::array<pollfd, 2> fds{pollfd{socket, POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};
+  const int ready = ::poll(fds.data(), wake_fd < 0 ? 1 : 2, static_cast<int>(timeout.count()));
+  if (fds[0].revents != 0) {
+    Guard guard(*this);
+    if (phase_ != Phase::kClosed && !released_) receive(true);
+  }
+  return ready != 0;  // a failed poll too: the caller looks again
 }
 
 bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis timeout) {

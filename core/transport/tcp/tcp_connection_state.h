@@ -154,6 +154,9 @@ class TcpConnectionState : public runtime::IoHandler,
   // would. False, having done nothing, where io_uring is unavailable or another thread
   // reads this way now (the caller then polls).
   bool wait_and_read(int socket, runtime::WakeFd wake, Millis timeout);
+  // receive_here's poll(2) on the socket and `wake_fd` (-1: none) for up to `timeout` (0: a
+  // look), then a read of what the socket has. True when either was ready (or poll failed).
+  bool poll_and_read(int socket, int wake_fd, Millis timeout);
 
   runtime::EventLoop& loop_;
   const ConnectionInfo info_;
