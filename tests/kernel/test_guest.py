@@ -4,9 +4,13 @@ console watcher recognises a kernel crash."""
 from __future__ import annotations
 
 import socket
+import struct
+import subprocess
+import threading
 import time
 
-from tests.support.guest import GUEST_SIW_ADDRESS, Guest, guest_path, parse_crashes
+from tests.support.guest import (AGENT_PORT, GUEST_SIW_ADDRESS, RC_MARK, Guest, guest_path,
+                                 parse_crashes)
 from tests.support.paths import build_dir
 
 SAMPLE_OOPS = """\
@@ -61,3 +65,38 @@ def test_forwarded_port_reaches_a_guest_listener(guest: Guest) -> None:
     assert guest.check("cat /tmp/fwd-test.txt").strip() == "through hostfwd"
     assert GUEST_SIW_ADDRESS in guest.check("ip -br addr show eth0")
     job.kill()
+
+
+def test_start_waits_for_an_agent_that_resets_its_first_connection(tmp_path) -> None:
+    """/init prints its ready mark just after it starts the agent in the background; under
+    TCG the first connection can come before the agent listens, and the guest resets it
+    (a CI run lost the kernel tier to that, on a restart after a crash). The host keeps
+    asking until the agent answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    answered = []
+
+    def agent() -> None:
+        for n in range(3):
+            conn, _ = listener.accept()
+            with conn:
+                if n == 0:  # no listener yet: a reset, as slirp passes it on
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    struct.pack("ii", 1, 0))
+                    continue
+                conn.recv(4096)
+                conn.sendall(f"{RC_MARK}0\n".encode())
+                answered.append(n)
+                return
+
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    guest = Guest(log_dir=tmp_path)
+    guest._proc = subprocess.Popen(["sleep", "60"])  # stands in for qemu
+    guest._ports = {AGENT_PORT: listener.getsockname()[1]}
+    try:
+        guest._await_agent(time.monotonic() + 10)
+        assert answered == [1]
+    finally:
+        guest.stop()
+        listener.close()
+        thread.join(5)

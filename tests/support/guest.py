@@ -275,7 +275,7 @@ class Guest:
             if READY_MARK in text:
                 m = re.search(r"RDMA-GUEST-READY kernel=(\S+)", text)
                 self.kernel_version = m.group(1) if m else ""
-                self.run("true", timeout=60)  # the agent answers, through the forward
+                self._await_agent(max(deadline, time.monotonic() + 60))
                 return
             if self._proc.poll() is not None:
                 raise GuestError(f"qemu exited with {self._proc.returncode} while booting; "
@@ -283,6 +283,22 @@ class Guest:
             time.sleep(0.25)
         self.stop()
         raise GuestError(f"guest not ready after {self.boot_timeout} s (console: {self.console_path})")
+
+    def _await_agent(self, deadline: float) -> None:
+        """Waits until the agent answers through the forward. /init prints the ready mark
+        right after it starts nc in the background, so under TCG the first connection can
+        still find no listener: the guest resets it, and slirp passes that on."""
+        while True:
+            try:
+                self.run("true", timeout=max(1.0, min(60.0, deadline - time.monotonic())))
+                return
+            except (OSError, GuestError) as e:
+                if (time.monotonic() >= deadline or self._proc is None
+                        or self._proc.poll() is not None):
+                    self.stop()
+                    raise GuestError(f"the guest's agent does not answer: {e} "
+                                     f"(console: {self.console_path})") from e
+                time.sleep(0.5)
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
