@@ -154,7 +154,23 @@ std::optional<PostError> RdmapEndpoint::post_recv(const RecvWr& wr) {
 
 // ---- Receive path --------------------------------------------------------------------
 
-void RdmapEndpoint::on_ulpdu(std::span<const std::uint8_t> ulpdu) {
+std::span<std::uint8_t> RdmapEndpoint::placement_target(const wire::UlpduInProgress& u) const {
+  if (state_ != EndpointState::kRunning || u.head.size() < wire::kDdpTaggedHeaderLen ||
+      u.length < u.received) {
+    return {};
+  }
+  auto segment = wire::decode_ddp_segment(u.head);
+  if (!segment || segment->header.opcode != RdmapOpcode::kRdmaWrite) return {};
+  const DdpHeader& h = segment->header;
+  const std::size_t payload = u.length - wire::kDdpTaggedHeaderLen;
+  auto dst = memory_.check_remote(h.stag, h.tagged_offset, payload,
+                                  RemoteAccess::kTaggedPlacement);
+  if (!dst || *dst == nullptr) return {};
+  const std::size_t done = u.received - wire::kDdpTaggedHeaderLen;
+  return {*dst + done, payload - done};
+}
+
+void RdmapEndpoint::on_ulpdu(std::span<const std::uint8_t> ulpdu, wire::PlacedRange placed) {
   counters_.ulpdus_received++;
   received_any_ = true;
   auto segment = wire::decode_ddp_segment(ulpdu);
@@ -179,9 +195,16 @@ void RdmapEndpoint::on_ulpdu(std::span<const std::uint8_t> ulpdu) {
     return;
   }
   const DdpHeader& h = segment->header;
+  if (!placed.empty() && (h.opcode != RdmapOpcode::kRdmaWrite ||
+                          placed.offset < wire::kDdpTaggedHeaderLen ||
+                          placed.offset + placed.length > ulpdu.size())) {
+    // placement_target names only a Write's payload: the caller placed something else.
+    terminate(wire::terminate_for_cause(kDdpCatastrophic, ulpdu), {});
+    return;
+  }
   switch (h.opcode) {
     case RdmapOpcode::kRdmaWrite:
-      on_write_segment(h, segment->payload, ulpdu);
+      on_write_segment(h, segment->payload, ulpdu, placed);
       break;
     case RdmapOpcode::kRdmaReadRequest:
       on_read_request(h, segment->payload, ulpdu);
@@ -268,14 +291,23 @@ void RdmapEndpoint::on_send_segment(const DdpHeader& h, std::span<const std::uin
 // RFC 5040 s5.1: each tagged segment names its own place; siw_proc_write checks the STag,
 // rights and bounds of every one. Zero-length Writes (the RTR) are never checked.
 void RdmapEndpoint::on_write_segment(const DdpHeader& h, std::span<const std::uint8_t> payload,
-                                     std::span<const std::uint8_t> ulpdu) {
+                                     std::span<const std::uint8_t> ulpdu,
+                                     wire::PlacedRange placed) {
   auto dst = memory_.check_remote(h.stag, h.tagged_offset, payload.size(),
                                   RemoteAccess::kTaggedPlacement);
   if (!dst) {
     terminate(wire::terminate_for_cause(dst.error(), ulpdu), {});
     return;
   }
-  copy_to(*dst, payload);
+  if (placed.empty()) {
+    copy_to(*dst, payload);
+  } else {
+    // What came before and after the range the reader placed (placement_target).
+    const std::size_t from = placed.offset - wire::kDdpTaggedHeaderLen;
+    const std::size_t to = from + placed.length;
+    copy_to(*dst, payload.first(from));
+    copy_to(*dst + to, payload.subspan(to));
+  }
   counters_.bytes_placed += payload.size();
 }
 

@@ -6,7 +6,7 @@
 // straight into registered memory: no copy), work completions, and at most one Terminate.
 //
 //   while (auto u = ep.next_outgoing()) transport.send_fpdu(u->header(), u->payload);
-//   ep.on_ulpdu(ulpdu);                 // each ULPDU the FpduDecoder hands out
+//   ep.on_ulpdu(ulpdu, placed);         // each ULPDU the FpduDecoder hands out
 //   while (auto wc = ep.poll_completion()) app(*wc);
 //   if (ep.close_requested()) transport.close();
 //
@@ -40,6 +40,7 @@
 #include "core/rdmap/memory_registry.h"
 #include "core/rdmap/work_request.h"
 #include "core/wire/ddp_segment.h"
+#include "core/wire/fpdu_decoder.h"
 #include "core/wire/iwarp_constants.h"
 #include "core/wire/read_request.h"
 #include "core/wire/terminate.h"
@@ -101,7 +102,21 @@ class RdmapEndpoint {
   std::optional<PostError> post_send(const SendWr& wr);
   std::optional<PostError> post_recv(const RecvWr& wr);
 
-  void on_ulpdu(std::span<const std::uint8_t> ulpdu);
+  // `placed`: octets of `ulpdu` the caller already read into the place placement_target
+  // named (FpduStep::placed); the rest of the ULPDU is placed from the view, as any.
+  void on_ulpdu(std::span<const std::uint8_t> ulpdu, wire::PlacedRange placed = {});
+  // Direct placement: where the rest of a ULPDU still arriving goes, when it is an RDMA
+  // Write whose whole DDP header is in `ulpdu.head` and whose STag, bounds and rights check
+  // now: its next length - received octets of registered memory. Empty otherwise (a Read
+  // Response's place depends on the Read it answers, a Send's on the receive queue: they
+  // are placed when they are whole). The caller reads into it with nothing else changing
+  // the registry meanwhile, and gives what it read to the decoder (FpduDecoder::place);
+  // on_ulpdu checks the Write again when the ULPDU is whole, and a Write that fails it
+  // then (a region deregistered between two reads) is answered with its Terminate, as
+  // always. What a segment that fails its CRC placed stays where it is: a Write's octets
+  // are the application's only once a message after it is delivered (RFC 5040 s5.5),
+  // which a failed stream never does (siw places before it checks the CRC too).
+  std::span<std::uint8_t> placement_target(const wire::UlpduInProgress& ulpdu) const;
   // The FPDU stream failed (CRC, markers...): answer with terminate_for(error).
   void on_stream_error(wire::WireError error);
   // TCP closed or reset: everything outstanding completes with an error status.
@@ -178,7 +193,7 @@ class RdmapEndpoint {
   void on_send_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
                        std::span<const std::uint8_t> ulpdu);
   void on_write_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
-                        std::span<const std::uint8_t> ulpdu);
+                        std::span<const std::uint8_t> ulpdu, wire::PlacedRange placed);
   void on_read_request(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,
                        std::span<const std::uint8_t> ulpdu);
   void on_read_response_segment(const wire::DdpHeader& h, std::span<const std::uint8_t> payload,

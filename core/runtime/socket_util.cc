@@ -5,9 +5,11 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -101,6 +103,18 @@ void close_graceful(Fd& fd) {
 IoResult read_some(int fd, std::span<std::uint8_t> into) {
   for (;;) {
     const ssize_t n = ::recv(fd, into.data(), into.size(), 0);
+    if (n > 0) return IoResult{static_cast<std::size_t>(n)};
+    if (n == 0) return IoResult{0, false, true};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return IoResult{0, true};
+    return IoResult{0, false, false, errno};
+  }
+}
+
+IoResult read_some(int fd, std::span<std::uint8_t> first, std::span<std::uint8_t> then) {
+  std::array<iovec, 2> parts{iovec{first.data(), first.size()}, iovec{then.data(), then.size()}};
+  for (;;) {
+    const ssize_t n = ::readv(fd, parts.data(), static_cast<int>(parts.size()));
     if (n > 0) return IoResult{static_cast<std::size_t>(n)};
     if (n == 0) return IoResult{0, false, true};
     if (errno == EINTR) continue;

@@ -146,6 +146,14 @@ struct ConnectionInfo {
 
 enum class ConnectionState : std::uint8_t { kConnected, kError, kClosed };
 
+struct ReceiveCounters {
+  std::uint64_t reads = 0;   // reads of the stream that brought octets
+  std::uint64_t octets = 0;  // octets read
+  // Of them, octets read straight into the registered memory an RDMA Write named, with no
+  // copy after the kernel's (RdmapEndpoint::placement_target).
+  std::uint64_t octets_placed = 0;
+};
+
 class Connection {
  public:
   virtual ~Connection() = default;
@@ -233,6 +241,10 @@ class Connection {
     return std::nullopt;
   }
   virtual std::optional<wire::TerminateMessage> terminate_sent() const = 0;
+  // What the receive side read, and how much of it went straight to its place (direct data
+  // placement, RFC 5041 s1.1). Zero where the provider does not read the stream itself
+  // (verbs: the device places every octet).
+  virtual ReceiveCounters receive_counters() const { return {}; }
 
   // Orderly close (TCP FIN after outstanding FPDUs are sent). Waits up to `timeout`.
   virtual void disconnect(Millis timeout) = 0;

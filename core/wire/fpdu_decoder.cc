@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/util/byte_order.h"
 #include "core/wire/crc32c.h"
@@ -53,6 +54,28 @@ std::optional<WireError> FpduDecoder::take_marker_octet(std::uint8_t octet) {
   return std::nullopt;
 }
 
+std::optional<UlpduInProgress> FpduDecoder::ulpdu_in_progress() const {
+  if (options_.markers || state_ != State::kBody || have_ >= ulpdu_length_) return std::nullopt;
+  // The placed octets are one range ending where the ULPDU stands: octets collected after it
+  // would leave two ranges for one ULPDU.
+  if (!placed_.empty() && placed_.offset + placed_.length != have_) return std::nullopt;
+  const std::size_t held = placed_.empty() ? have_ : placed_.offset;
+  return UlpduInProgress{std::span<const std::uint8_t>(buffer_).first(held), have_, ulpdu_length_};
+}
+
+void FpduDecoder::place(std::span<const std::uint8_t> octets) {
+  if (octets.empty()) return;
+  if (placed_.empty()) placed_.offset = have_;
+  placed_.length += octets.size();
+  if (options_.crc) crc_running_ = crc32c_update(crc_running_, octets);
+  have_ += octets.size();
+  stream_position_ += octets.size();
+  if (have_ == body_length_) {  // no pad: the CRC comes next
+    have_ = 0;
+    state_ = State::kCrc;
+  }
+}
+
 Expected<FpduStep, WireError> FpduDecoder::step(std::span<const std::uint8_t> input) {
   if (state_ == State::kFailed) return unexpected(WireError::kFpduStreamFailed);
 
@@ -72,7 +95,7 @@ Expected<FpduStep, WireError> FpduDecoder::step(std::span<const std::uint8_t> in
       }
       stream_position_ += total;
       ++fpdus_decoded_;
-      return FpduStep{total, input.subspan(kUlpduLengthLen, length)};
+      return FpduStep{total, input.subspan(kUlpduLengthLen, length), {}};
     }
   }
 
@@ -101,7 +124,9 @@ Expected<FpduStep, WireError> FpduDecoder::step(std::span<const std::uint8_t> in
           ulpdu_length_ = load_be16(small_.data());
           if (auto e = check_length(ulpdu_length_)) return fail(*e);
           body_length_ = ulpdu_length_ + pad_for(ulpdu_length_);
-          buffer_.resize(body_length_);
+          // Grown, never shrunk: a resize up zero-fills, 64 KiB each time an FPDU that
+          // arrives in pieces follows a small one.
+          if (buffer_.size() < body_length_) buffer_.resize(body_length_);
           have_ = 0;
           state_ = State::kBody;
         }
@@ -135,7 +160,9 @@ Expected<FpduStep, WireError> FpduDecoder::step(std::span<const std::uint8_t> in
           state_ = State::kLength;
           crc_running_ = kCrc32cInit;
           ++fpdus_decoded_;
-          return FpduStep{used, std::span<const std::uint8_t>(buffer_).first(ulpdu_length_)};
+          const PlacedRange placed = std::exchange(placed_, PlacedRange{});
+          return FpduStep{used, std::span<const std::uint8_t>(buffer_).first(ulpdu_length_),
+                          placed};
         }
         break;
       }
@@ -143,7 +170,7 @@ Expected<FpduStep, WireError> FpduDecoder::step(std::span<const std::uint8_t> in
         return unexpected(WireError::kFpduStreamFailed);
     }
   }
-  return FpduStep{used, std::nullopt};
+  return FpduStep{used, std::nullopt, {}};
 }
 
 }  // namespace rdma_interop::wire

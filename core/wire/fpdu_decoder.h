@@ -13,6 +13,19 @@
 // A ULPDU that arrived whole in one piece (markers off) is handed out as a view into the
 // caller's bytes, without a copy; otherwise it is a view into the decoder's buffer. Either
 // view is valid until the next call to step(). After an error the decoder stays failed.
+//
+// Direct placement (markers off): while a ULPDU is still arriving, ulpdu_in_progress() shows
+// its first octets and its length, so the caller can name where the rest belongs (a tagged
+// buffer: RdmapEndpoint::placement_target) and read it there from the socket itself, as an
+// RNIC places a segment's payload with no buffer in between (RFC 5041 s1.1). place() hands
+// the decoder what was read there: the CRC covers it as any octet, but it is not kept, and
+// the ULPDU step() then hands out names the range (FpduStep::placed) its view does not hold.
+//
+//   if (auto u = decoder.ulpdu_in_progress(); u && (target = where(*u))) {
+//     n = readv(socket, {target, buffer});
+//     decoder.place(target.first(min(n, target.size())));
+//     ... step() over the rest, as above
+//   }
 #pragma once
 
 #include <array>
@@ -28,9 +41,26 @@
 
 namespace rdma_interop::wire {
 
+// Octets [offset, offset + length) of a ULPDU, placed by the decoder's caller (place()).
+struct PlacedRange {
+  std::size_t offset = 0;
+  std::size_t length = 0;
+  bool empty() const { return length == 0; }
+};
+
 struct FpduStep {
   std::size_t consumed = 0;                            // octets of the input used
   std::optional<std::span<const std::uint8_t>> ulpdu;  // a complete, verified ULPDU
+  // The part of `ulpdu` the caller placed itself: the view is the ULPDU's full length, but
+  // these octets of it are not the ULPDU's (they are where the caller put them).
+  PlacedRange placed;
+};
+
+// A ULPDU partly received: what can be placed directly (FpduDecoder::ulpdu_in_progress).
+struct UlpduInProgress {
+  std::span<const std::uint8_t> head;  // its first octets, held by the decoder (none placed)
+  std::size_t received = 0;            // octets of it so far, placed ones included
+  std::size_t length = 0;              // its full length: length - received to come
 };
 
 class FpduDecoder {
@@ -45,6 +75,14 @@ class FpduDecoder {
 
   std::uint64_t stream_position() const { return stream_position_; }
   std::uint64_t fpdus_decoded() const { return fpdus_decoded_; }
+  // The ULPDU still arriving, if its next octets may be placed by the caller: markers off,
+  // inside its ULPDU (not its pad), and nothing of it came through step() since a place().
+  std::optional<UlpduInProgress> ulpdu_in_progress() const;
+  // The ULPDU's next octets, read by the caller where it placed them: at most
+  // length - received of ulpdu_in_progress(), which must have a value. Counted into the CRC
+  // and the stream position, not kept.
+  void place(std::span<const std::uint8_t> octets);
+
   // True between FPDUs (no partial FPDU buffered): where a clean close may happen.
   bool at_boundary() const { return state_ == State::kLength && have_ == 0 && marker_have_ == 0; }
 
@@ -64,6 +102,7 @@ class FpduDecoder {
   std::uint16_t ulpdu_length_ = 0;
   std::size_t body_length_ = 0;  // ULPDU + pad
   std::size_t have_ = 0;         // octets collected for the current state
+  PlacedRange placed_;           // the current ULPDU's octets the caller placed (place())
   std::vector<std::uint8_t> buffer_;
   std::array<std::uint8_t, 4> small_{};  // length field or CRC being collected
   std::array<std::uint8_t, 4> marker_{};

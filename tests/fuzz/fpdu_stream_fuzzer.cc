@@ -12,9 +12,12 @@
 // octets, made up to max(length, 18) octets with `fill`, and handed to encode() as two parts
 // cut at fill/255 of its length.
 //
-// Invariants: the stream fed whole, one octet at a time and in seeded random pieces gives
-// the same ULPDUs and the same error; step() always makes progress; a failed decoder stays
-// failed; an uncorrupted constructed stream decodes to exactly the ULPDUs encoded.
+// Invariants: the stream fed whole, one octet at a time, in seeded random pieces, and in
+// pieces between which the caller places some of the ULPDU in progress itself (place(), as
+// the tcp provider reads a Write's payload straight to its place) gives the same ULPDUs
+// (the placed octets put back where FpduStep::placed says) and the same error; step()
+// always makes progress; a failed decoder stays failed; an uncorrupted constructed stream
+// decodes to exactly the ULPDUs encoded.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -57,13 +60,33 @@ struct DecodeResult {
   bool at_boundary = false;
 };
 
-// Feeds `stream` in the pieces `next_piece` chooses, as the fpdu_decoder.h loop does.
-template <class NextPiece>
+// Feeds `stream` in the pieces `next_piece` chooses, as the fpdu_decoder.h loop does. Before
+// each piece, where the decoder has a ULPDU in progress, `place_some(octets to come)` of it
+// are placed instead (FpduDecoder::place) and put back into the ULPDU handed out.
+template <class NextPiece, class PlaceSome>
 DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> stream,
-                    NextPiece next_piece) {
+                    NextPiece next_piece, PlaceSome place_some) {
   FpduDecoder decoder(options);
   DecodeResult r;
+  Bytes placed;  // the octets placed of the ULPDU in progress, from placed_at on
+  std::size_t placed_at = 0;
   while (!stream.empty() && !r.error) {
+    if (const auto u = decoder.ulpdu_in_progress()) {
+      fuzz_check(!options.markers, "a ULPDU to place with markers on");
+      fuzz_check(u->head.size() <= u->received && u->received < u->length,
+                 "a ULPDU in progress with nothing to come");
+      fuzz_check(placed.empty() || placed_at + placed.size() == u->received,
+                 "placing would leave two ranges in one ULPDU");
+      const std::size_t n = std::min(place_some(u->length - u->received), stream.size());
+      if (n > 0) {
+        fuzz_check(n <= u->length - u->received, "placed beyond the ULPDU");
+        if (placed.empty()) placed_at = u->received;
+        placed.insert(placed.end(), stream.begin(), stream.begin() + static_cast<long>(n));
+        decoder.place(stream.first(n));
+        stream = stream.subspan(n);
+        continue;
+      }
+    }
     auto piece = stream.first(std::min(stream.size(), next_piece(stream.size())));
     stream = stream.subspan(piece.size());
     while (!piece.empty()) {
@@ -76,7 +99,16 @@ DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> st
       fuzz_check(step->consumed > 0 || step->ulpdu.has_value(), "step made no progress");
       if (step->ulpdu) {
         fuzz_check(step->ulpdu->size() <= options.max_ulpdu, "ULPDU above the MULPDU");
-        r.ulpdus.emplace_back(step->ulpdu->begin(), step->ulpdu->end());
+        Bytes& ulpdu = r.ulpdus.emplace_back(step->ulpdu->begin(), step->ulpdu->end());
+        fuzz_check(step->placed.length == placed.size(), "the placed range is not what was placed");
+        if (!placed.empty()) {
+          fuzz_check(step->placed.offset == placed_at, "the placed range starts elsewhere");
+          fuzz_check(placed_at + placed.size() <= ulpdu.size(), "the placed range is outside");
+          std::copy(placed.begin(), placed.end(), ulpdu.begin() + static_cast<long>(placed_at));
+          placed.clear();
+        }
+      } else {
+        fuzz_check(step->placed.empty(), "a placed range without a ULPDU");
       }
       piece = piece.subspan(step->consumed);
     }
@@ -183,15 +215,28 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   const std::size_t largest = largest_piece(flags >> 5);
   SplitMix64 rng(std::uint64_t{seed} << 8 | flags);
-  const auto whole = decode(options, stream, [](std::size_t left) { return left; });
+  const auto none = [](std::size_t) { return std::size_t{0}; };
+  const auto whole = decode(options, stream, [](std::size_t left) { return left; }, none);
   const auto pieces = decode(options, stream, [&](std::size_t left) {
     return largest == 0 ? left : rng.in_range(1, largest);
-  });
+  }, none);
   check_same(whole, pieces, "fed whole and fed in random pieces disagree");
   if (stream.size() <= kMaxOctetFedStream) {
-    const auto octets = decode(options, stream, [](std::size_t) { return std::size_t{1}; });
+    const auto octets =
+        decode(options, stream, [](std::size_t) { return std::size_t{1}; }, none);
     check_same(whole, octets, "fed whole and fed one octet at a time disagree");
   }
+  const auto placing = decode(options, stream, [&](std::size_t left) {
+    return largest == 0 ? left : rng.in_range(1, largest);
+  }, [&](std::size_t to_come) {
+    // None, some or all of what is to come, as a reader's read would bring it.
+    switch (rng.in_range(0, 3)) {
+      case 0: return std::size_t{0};
+      case 1: return to_come;
+      default: return rng.in_range(1, to_come);
+    }
+  });
+  check_same(whole, placing, "fed whole and fed with octets placed by the caller disagree");
 
   if (!whole.error) {
     fuzz_check(whole.stream_position == stream.size(), "stream position is not the input size");

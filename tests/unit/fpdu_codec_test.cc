@@ -513,5 +513,94 @@ TEST(FpduDecoder, WholeFpduWithoutMarkersIsHandedOutAsAViewIntoTheInput) {
   }
 }
 
+// ---- Direct placement -------------------------------------------------------------------------
+
+// One FPDU whose ULPDU is `ulpdu`, and a decoder fed its first `head` octets.
+struct HalfRead {
+  Bytes wire;
+  FpduDecoder decoder{kCrcNoMarkers};
+};
+
+HalfRead fed_up_to(const Bytes& ulpdu, std::size_t head) {
+  HalfRead h;
+  FpduEncoder encoder(kCrcNoMarkers);
+  h.wire = encode_stream(encoder, {ulpdu});
+  auto step = h.decoder.step(std::span<const std::uint8_t>(h.wire).first(head));
+  EXPECT_TRUE(step.has_value());
+  EXPECT_EQ(step->consumed, head);
+  EXPECT_FALSE(step->ulpdu.has_value());
+  return h;
+}
+
+TEST(FpduPlacement, OctetsPlacedByTheCallerAreCheckedByTheCrcAndNamedInTheUlpdu) {
+  const Bytes ulpdu = pattern(40000, 3);  // 2 + 40000 + pad 2 + CRC 4 on the wire
+  HalfRead h = fed_up_to(ulpdu, 1000);
+  auto u = h.decoder.ulpdu_in_progress();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->received, 998u);
+  EXPECT_EQ(u->length, 40000u);
+  EXPECT_EQ(Bytes(u->head.begin(), u->head.end()), Bytes(ulpdu.begin(), ulpdu.begin() + 998));
+
+  // Two reads straight to the place, then the rest (the last octets, pad, CRC) as usual.
+  const std::span<const std::uint8_t> wire(h.wire);
+  h.decoder.place(wire.subspan(1000, 20000));
+  u = h.decoder.ulpdu_in_progress();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_EQ(u->received, 20998u);
+  EXPECT_EQ(u->head.size(), 998u) << "the placed octets are not the decoder's";
+  h.decoder.place(wire.subspan(21000, 18000));
+  auto step = h.decoder.step(wire.subspan(39000));
+  ASSERT_TRUE(step.has_value()) << error_name(step.error());
+  ASSERT_TRUE(step->ulpdu.has_value());
+  EXPECT_EQ(step->placed.offset, 998u);
+  EXPECT_EQ(step->placed.length, 38000u);
+  ASSERT_EQ(step->ulpdu->size(), 40000u);
+  EXPECT_TRUE(std::equal(step->ulpdu->begin(), step->ulpdu->begin() + 998, ulpdu.begin()));
+  EXPECT_TRUE(std::equal(step->ulpdu->begin() + 38998, step->ulpdu->end(),
+                         ulpdu.begin() + 38998));
+  EXPECT_TRUE(h.decoder.at_boundary());
+  EXPECT_EQ(h.decoder.stream_position(), h.wire.size());
+}
+
+TEST(FpduPlacement, ACorruptOctetThatWasPlacedFailsTheCrc) {
+  const Bytes ulpdu = pattern(20000, 9);
+  HalfRead h = fed_up_to(ulpdu, 100);
+  h.wire[5000] ^= 0x10;
+  const std::span<const std::uint8_t> wire(h.wire);
+  ASSERT_TRUE(h.decoder.ulpdu_in_progress().has_value());
+  h.decoder.place(wire.subspan(100, ulpdu.size() + 2 - 100));
+  auto step = h.decoder.step(wire.subspan(ulpdu.size() + 2));
+  ASSERT_FALSE(step.has_value());
+  EXPECT_EQ(step.error(), WireError::kFpduCrcMismatch);
+}
+
+TEST(FpduPlacement, NothingToPlaceWithMarkersInThePadOrAfterOctetsCameThroughStep) {
+  const Bytes ulpdu = pattern(4001, 1);  // 2 + 4001 + pad 1 + CRC 4
+  HalfRead h = fed_up_to(ulpdu, 500);
+  const std::span<const std::uint8_t> wire(h.wire);
+  h.decoder.place(wire.subspan(500, 100));
+  ASSERT_TRUE(h.decoder.step(wire.subspan(600, 100)).has_value());
+  EXPECT_FALSE(h.decoder.ulpdu_in_progress().has_value())
+      << "a second range would leave the ULPDU with two holes";
+  auto step = h.decoder.step(wire.subspan(700));
+  ASSERT_TRUE(step.has_value() && step->ulpdu.has_value());
+  EXPECT_EQ(step->placed.offset, 498u);
+  EXPECT_EQ(step->placed.length, 100u);
+
+  HalfRead in_pad = fed_up_to(ulpdu, 4003);  // the ULPDU's octets all here, the pad not
+  EXPECT_FALSE(in_pad.decoder.ulpdu_in_progress().has_value()) << "in the pad";
+  HalfRead before_pad = fed_up_to(ulpdu, 4002);
+  EXPECT_TRUE(before_pad.decoder.ulpdu_in_progress().has_value()) << "one octet to come";
+
+  FpduOptions markers = kCrcNoMarkers;
+  markers.markers = true;
+  FpduDecoder with_markers(markers);
+  FpduEncoder encoder(markers);
+  const Bytes marked = encode_stream(encoder, {ulpdu});
+  ASSERT_TRUE(with_markers.step(std::span<const std::uint8_t>(marked).first(600)).has_value());
+  EXPECT_FALSE(with_markers.ulpdu_in_progress().has_value())
+      << "with markers the payload's octets are not contiguous on the wire";
+}
+
 }  // namespace
 }  // namespace rdma_interop::wire

@@ -406,6 +406,62 @@ TEST(RdmapEndpointWrite, MultiSegmentWriteAdvancesTheTaggedOffset) {
   EXPECT_EQ(b.ep.counters().bytes_placed, 450u);
 }
 
+// Direct placement: a reader that has a Write's header asks where the rest goes, reads it
+// there itself, and hands the ULPDU over with that range named.
+TEST(RdmapEndpointWrite, PlacementTargetNamesTheRestOfAWritesPayloadAndOnlyThat) {
+  Side a, b;
+  auto target = b.buffer(4096, kRemoteWrite);
+  const Bytes data = pattern(3000, 5);
+  ASSERT_FALSE(
+      a.ep.post_send(write_wr(1, a.buffer(data, 0), 3000, target.first, b.to(target) + 96)));
+  const auto u = take(a.ep);
+  ASSERT_TRUE(u);
+  const std::span<const std::uint8_t> ulpdu(*u);
+  const std::size_t received = 14 + 1000;  // the header and the payload's first 1000 octets
+  const wire::UlpduInProgress arriving{ulpdu.first(received), received, ulpdu.size()};
+  const std::span<std::uint8_t> place = b.ep.placement_target(arriving);
+  ASSERT_EQ(place.size(), 2000u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(place.data()), target.second + 96 + 1000);
+
+  // The reader reads 2000 octets there; the ULPDU it hands over holds anything in that range.
+  std::copy(ulpdu.begin() + received, ulpdu.end(), place.begin());
+  Bytes handed = *u;
+  std::fill(handed.begin() + received, handed.end(), 0xee);
+  b.ep.on_ulpdu(handed, wire::PlacedRange{received, 2000});
+  EXPECT_EQ(Side::read(target.second + 96, 3000), data);
+  EXPECT_EQ(b.ep.state(), EndpointState::kRunning);
+  EXPECT_EQ(b.ep.counters().bytes_placed, 3000u);
+
+  // Nothing to name: a header not all here, a bad STag, past the region's end, a Send.
+  EXPECT_TRUE(b.ep.placement_target({ulpdu.first(13), 13, ulpdu.size()}).empty());
+  Bytes bad_stag = *u;
+  bad_stag[2] ^= 0x40;
+  EXPECT_TRUE(b.ep.placement_target({std::span<const std::uint8_t>(bad_stag).first(received),
+                                     received, bad_stag.size()}).empty());
+  EXPECT_TRUE(b.ep.placement_target({ulpdu.first(received), received, 14 + 4096}).empty());
+  b.post_recv(100, 4096);
+  ASSERT_FALSE(a.ep.post_send(send_wr(2, a.buffer(data, 0), 3000)));
+  const auto send = take(a.ep);
+  ASSERT_TRUE(send);
+  EXPECT_TRUE(b.ep.placement_target({std::span<const std::uint8_t>(*send).first(1000), 1000,
+                                     send->size()}).empty());
+}
+
+TEST(RdmapEndpointWrite, APlacedRangeOnAnythingButAWriteIsATerminate) {
+  Side a, b;
+  b.post_recv(100, 64);
+  ASSERT_FALSE(a.ep.post_send(send_wr(1, a.buffer(pattern(40), 0), 40)));
+  const auto u = take(a.ep);
+  ASSERT_TRUE(u);
+  b.ep.on_ulpdu(*u, wire::PlacedRange{20, 10});
+  EXPECT_NE(b.ep.state(), EndpointState::kRunning);
+  ASSERT_TRUE(b.ep.terminate_sent().has_value());
+  const auto bw = b.completions();
+  ASSERT_EQ(bw.size(), 1u);
+  EXPECT_NE(bw[0].status, WcStatus::kSuccess)
+      << "the receive is flushed, never completed with what the range held";
+}
+
 TEST(RdmapEndpointWrite, ZeroLengthWriteIsNeverChecked) {
   Side a, b;
   ASSERT_FALSE(a.ep.post_send(write_wr(1, {0, 0}, 0, 0, 0)));

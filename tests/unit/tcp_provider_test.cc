@@ -31,6 +31,8 @@
 #include "core/transport/provider_uri.h"
 #include "core/wire/fpdu_decoder.h"
 #include "core/wire/fpdu_encoder.h"
+#include "core/wire/ddp_segment.h"
+#include "core/wire/mpa_frame.h"
 #include "eventually.h"
 
 namespace rdma_interop::transport {
@@ -782,6 +784,109 @@ TEST_F(TcpProviderTest, GarbageFromARawSocketIsCountedAndTheListenerCarriesOn) {
   auto accepted = request->accept({}, {});
   ASSERT_TRUE(accepted.has_value()) << to_string(accepted.error());
   ASSERT_TRUE(pending_connect.get().has_value());
+}
+
+// An initiator made of a plain socket and our codecs, to send a Write cut where a test wants
+// it (our own initiator sends each batch in one sendmsg): MPA revision 2 with CRC, no RTR.
+struct RawInitiator {
+  explicit RawInitiator(std::uint16_t port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    wire::MpaFrame request;
+    request.crc = true;
+    request.revision = wire::kMpaRevision2;
+    send(*wire::encode_mpa_frame(request));
+  }
+  ~RawInitiator() { ::close(fd); }
+  bool read_reply() {
+    std::vector<std::uint8_t> frame(wire::kMpaHeaderLen);
+    if (!read_exact(frame)) return false;
+    auto length = wire::mpa_frame_length(frame);
+    if (!length) return false;
+    frame.resize(*length);
+    if (!read_exact(std::span<std::uint8_t>(frame).subspan(wire::kMpaHeaderLen))) return false;
+    auto reply = wire::decode_mpa_frame(frame);
+    return reply && reply->kind == wire::MpaFrameKind::kReply && !reply->reject;
+  }
+  bool read_exact(std::span<std::uint8_t> into) {
+    while (!into.empty()) {
+      const ssize_t n = ::read(fd, into.data(), into.size());
+      if (n <= 0) return false;
+      into = into.subspan(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  // One FPDU: an RDMA Write of `payload` to (stag, to).
+  std::vector<std::uint8_t> write_fpdu(std::uint32_t stag, std::uint64_t to,
+                                       std::span<const std::uint8_t> payload) {
+    std::array<std::uint8_t, 18> header{};
+    const std::size_t n = wire::encode_ddp_header(wire::rdma_write_header(stag, to, true), header);
+    const std::array<std::span<const std::uint8_t>, 2> parts{
+        std::span<const std::uint8_t>(header).first(n), payload};
+    wire::FpduFrame frame;
+    EXPECT_TRUE(encoder.encode(parts, frame).has_value());
+    std::vector<std::uint8_t> out;
+    frame.append_to(out);
+    return out;
+  }
+  void send(std::span<const std::uint8_t> octets) {
+    EXPECT_EQ(::write(fd, octets.data(), octets.size()), static_cast<ssize_t>(octets.size()));
+  }
+  int fd = -1;
+  wire::FpduEncoder encoder{wire::FpduOptions{.crc = true}};
+};
+
+// Direct data placement (tcp_connection_state.h): once a Write's header is in, the rest of
+// its payload is read straight into the registered memory it names. A Write sent in two
+// parts, the second after the first was read, is placed whole and correct; a corrupt octet
+// in the part read to its place fails the CRC there as anywhere (RFC 5044 s8: Terminate,
+// LLP layer), and the connection ends.
+TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByTheCrc) {
+  start_listener(responder_policy());
+  RawInitiator raw(where_.port);
+  auto request = listener_->next_request(kWait);
+  ASSERT_NE(request, nullptr);
+  auto accepted = request->accept({}, {});
+  ASSERT_TRUE(accepted.has_value()) << to_string(accepted.error());
+  responder_ = std::move(*accepted);
+  ASSERT_TRUE(raw.read_reply());
+  constexpr std::size_t kLen = 60000;
+  auto& sink = kept(std::vector<std::uint8_t>(kLen, 0));
+  const auto stag = responder_->register_memory(sink.data(), sink.size(), rdmap::kRemoteWrite);
+  const auto to = offset_of(*responder_, stag, sink);
+
+  // Sends `fpdu` in two parts, the second once the responder read the first.
+  const auto send_cut = [&](std::span<const std::uint8_t> fpdu, std::size_t cut) {
+    const std::uint64_t before = responder_->receive_counters().octets;
+    raw.send(fpdu.first(cut));
+    ASSERT_TRUE(eventually([&] { return responder_->receive_counters().octets == before + cut; }));
+    raw.send(fpdu.subspan(cut));
+    ASSERT_TRUE(eventually(
+        [&] { return responder_->receive_counters().octets == before + fpdu.size(); }));
+  };
+  const auto good = pattern(kLen, 21);
+  send_cut(raw.write_fpdu(stag, to, good), 10000);
+  EXPECT_EQ(sink, good);
+  EXPECT_EQ(responder_->state(), ConnectionState::kConnected);
+  auto counters = responder_->receive_counters();
+  // 2 + 14 + 60000 + 4: all after the first 10000 went to its place (but a last piece
+  // under kPlacementMin, 8 KiB, if the kernel handed the rest over in pieces).
+  EXPECT_GE(counters.octets_placed, 2u + 14u + kLen - 10000u - 8192u) << counters.reads
+                                                                       << " reads";
+  EXPECT_LE(counters.octets_placed, 2u + 14u + kLen - 10000u);
+
+  auto bad = raw.write_fpdu(stag, to, pattern(kLen, 22));
+  bad[40000] ^= 0x01;
+  send_cut(bad, 10000);
+  ASSERT_TRUE(eventually([&] { return responder_->terminate_sent().has_value(); }));
+  EXPECT_EQ(responder_->terminate_sent()->cause.layer, wire::TermLayer::kLlp);
+  EXPECT_EQ(responder_->state(), ConnectionState::kError);
+  EXPECT_GT(responder_->receive_counters().octets_placed, counters.octets_placed + 30000)
+      << "the corrupt octet was read to its place, and caught there";
 }
 
 TEST_F(TcpProviderTest, RequestTimeoutIsCounted) {

@@ -34,6 +34,9 @@ class TcpConnection final : public ConnectionHandle<TcpConnectionState> {
   std::optional<wire::TerminateMessage> terminate_sent() const override {
     return connection_state().terminate_sent();
   }
+  ReceiveCounters receive_counters() const override {
+    return connection_state().receive_counters();
+  }
 };
 
 }  // namespace rdma_interop::transport::tcp

@@ -16,6 +16,14 @@ namespace {
 
 constexpr std::size_t kRxBufferSize = 256 * 1024;
 constexpr int kReadsPerWakeup = 4;            // then let other connections run
+// Direct placement (see the header): a read goes to a Write's place when at least this much
+// of its payload is to come; a shorter rest costs a syscall more than it saves in copying.
+constexpr std::size_t kPlacementMin = 8 * 1024;
+// What a read to a Write's place takes after the payload: the Write's CRC, the Send that
+// announces it, the next FPDU's header. The next payload's first octets beyond that would be
+// copied twice (into the decoder, then to their place): a long tail reads fewer times but
+// copies more.
+constexpr std::size_t kPlacementTail = 2 * 1024;
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // A batch of FPDUs for one sendmsg closes once it holds this much: a 64 KiB Write's two
 // FPDUs and the Send posted with it (post_sends) leave together, one sendmsg and one wake-up
@@ -369,6 +377,11 @@ std::optional<wire::TerminateMessage> TcpConnectionState::terminate_sent() const
   return endpoint_.terminate_sent();
 }
 
+ReceiveCounters TcpConnectionState::receive_counters() const {
+  std::lock_guard lock(mu_);
+  return rx_counters_;
+}
+
 void TcpConnectionState::disconnect(Millis timeout) {
   Guard guard(*this);
   if (phase_ == Phase::kClosed) return;
@@ -453,25 +466,44 @@ void TcpConnectionState::read_socket() {
   // A thread waiting in wait_and_read() reads this socket: its octets come first.
   if (rx_reading_) return;
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const runtime::IoResult r = runtime::read_some(fd_.get(), rx_buffer());
+    const std::span<std::uint8_t> place = placement_target();
+    const runtime::IoResult r =
+        place.empty() ? runtime::read_some(fd_.get(), rx_buffer())
+                      : runtime::read_some(fd_.get(), place, rx_buffer().first(kPlacementTail));
     if (r.would_block) {
       rx_drained_ = true;
       return;
     }
-    if (!take_read(r.bytes, r.eof || r.error != 0, r.error)) return;
+    if (!take_read(r.bytes, r.eof || r.error != 0, r.error, place)) return;
   }
 }
 
-bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error) {
+std::span<std::uint8_t> TcpConnectionState::placement_target() {
+  if (stream_failed_ || released_) return {};
+  const auto ulpdu = decoder_.ulpdu_in_progress();
+  if (!ulpdu || ulpdu->length - ulpdu->received < kPlacementMin) return {};
+  return endpoint_.placement_target(*ulpdu);
+}
+
+bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error,
+                                   std::span<std::uint8_t> placed) {
   ++rx_reads_;
-  // A full buffer may have left more behind: the next receive reads without waiting.
-  rx_drained_ = closed || bytes < rx_buffer().size();
+  // A full read may have left more behind: the next receive reads without waiting.
+  const std::size_t asked = placed.empty() ? rx_buffer().size() : placed.size() + kPlacementTail;
+  rx_drained_ = closed || bytes < asked;
   if (closed) {
     on_peer_closed(error != 0, error);
     return false;
   }
   const bool full = !rx_drained_;
-  feed(rx_buffer().first(bytes));
+  ++rx_counters_.reads;
+  rx_counters_.octets += bytes;
+  placed = placed.first(std::min(bytes, placed.size()));
+  if (!placed.empty() && !stream_failed_ && !released_) {
+    decoder_.place(placed);
+    rx_counters_.octets_placed += placed.size();
+  }
+  feed(rx_buffer().first(bytes - placed.size()));
   return full;
 }
 
@@ -489,7 +521,7 @@ void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {
       return;
     }
     octets = octets.subspan(step->consumed);
-    if (step->ulpdu) endpoint_.on_ulpdu(*step->ulpdu);
+    if (step->ulpdu) endpoint_.on_ulpdu(*step->ulpdu, step->placed);
   }
 }
 

@@ -3,7 +3,13 @@
 // shared with other connections, or one of its own).
 //
 // Receive: socket -> FpduDecoder -> RdmapEndpoint::on_ulpdu (placement into registered
-// memory happens here, as an RNIC's DMA would).
+// memory happens here, as an RNIC's DMA would). Where the decoder is inside an RDMA Write
+// with at least kPlacementMin of payload to come, the next read (read_socket, under mu_, so
+// the registry cannot change under it) goes straight to the Write's place
+// (RdmapEndpoint::placement_target), and only what follows the payload into the receive
+// buffer, at most kPlacementTail: a large Write's octets are copied once, by the kernel, as
+// a receive into the application's buffer is over raw TCP. wait_and_read's RECV, made
+// without mu_, reads into the receive buffer only.
 // Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> one sendmsg of the slices of up
 // to 16 ready frames, closing at 128 KiB (the payload straight from registered memory; a
 // batch posted with post_sends is framed whole first, so a Write and its Send share one);
@@ -46,6 +52,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -90,6 +97,7 @@ class TcpConnectionState : public runtime::IoHandler,
   std::optional<wire::TerminateMessage> terminate_received() const;
   std::optional<wire::MalformedTerminate> malformed_terminate_received() const;
   std::optional<wire::TerminateMessage> terminate_sent() const;
+  ReceiveCounters receive_counters() const;
   void disconnect(Millis timeout);
   // Queues a Terminate with `cause`, flushes everything outstanding, and lets the event
   // thread send it and close the stream (Connection::terminate).
@@ -121,7 +129,12 @@ class TcpConnectionState : public runtime::IoHandler,
   // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted,
   // then fed to the decoder, or the peer's close. True when the buffer came back full: more
   // may be waiting.
-  bool take_read(std::size_t bytes, bool closed, int error);
+  // `placed`: where the read's first octets went instead of rx_buffer() (placement_target);
+  // the rest of `bytes`, if any, is in rx_buffer().
+  bool take_read(std::size_t bytes, bool closed, int error, std::span<std::uint8_t> placed = {});
+  // Where the next read's first octets go: the rest of a Write's payload the decoder is
+  // inside, if that is at least kPlacementMin; empty otherwise.
+  std::span<std::uint8_t> placement_target();
   void transmit();
   struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
   void write_ready();  // transmit()'s loop, by the one writer
@@ -192,6 +205,7 @@ class TcpConnectionState : public runtime::IoHandler,
   // The receive side (see the top of this file).
   bool rx_drained_ = false;      // the last read left nothing behind (EAGAIN, short, end, error)
   std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
+  ReceiveCounters rx_counters_;
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
   bool rx_reading_ = false;      // a thread in wait_and_read() owns the socket's reads
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
