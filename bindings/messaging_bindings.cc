@@ -378,6 +378,8 @@ void bind_counters(py::module_& m) {
                 "held when the connection ended: can no longer be answered")
       .readonly("stalled_ms", &PeerStats::stalled_ms,
                 "how long messages have waited for credit without a break (0: none)")
+      .readonly("receive", &PeerStats::receive,
+                "the connection's ReceiveCounters: octets read, and read straight into place")
       .readonly("local_address", &PeerStats::local_address)
       .readonly("peer_address", &PeerStats::peer_address)
       .done();

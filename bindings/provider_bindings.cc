@@ -430,6 +430,16 @@ void bind_connection(py::module_& m) {
                 "completions lost because the queue was full")
       .done();
 
+  using transport::ReceiveCounters;
+  ValueClass<ReceiveCounters>(m, "ReceiveCounters",
+                              "What a connection's receive side read (core/transport/provider.h).")
+      .readonly("reads", &ReceiveCounters::reads, "reads of the stream that brought octets")
+      .readonly("octets", &ReceiveCounters::octets, "octets read")
+      .readonly("octets_placed", &ReceiveCounters::octets_placed,
+                "of them, read straight into the registered memory an RDMA Write named "
+                "(direct data placement); 0 where the device places (verbs)")
+      .done();
+
   // Held by shared_ptr: connections created with it (QpCaps.cq) keep a reference of their own.
   py::class_<CompletionQueue, std::shared_ptr<CompletionQueue>>(m, "CompletionQueue")
       .def(py::init<std::uint32_t>(), py::arg("entries") = 0,
@@ -550,6 +560,9 @@ void bind_connection(py::module_& m) {
       .def_property_readonly(
           "terminate_sent",
           [](const ConnectionHandle& h) { return h.connection->terminate_sent(); })
+      .def_property_readonly(
+          "receive_counters",
+          [](const ConnectionHandle& h) { return h.connection->receive_counters(); })
       .def(
           "disconnect",
           [](ConnectionHandle& h, std::int64_t timeout_ms) {

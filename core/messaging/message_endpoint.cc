@@ -662,6 +662,7 @@ std::optional<PeerStats> MessageEndpoint::stats(PeerId peer) const {
     st.terminate_received = p->conn->terminate_received();
     st.local_address = p->conn->info().local_address;
     st.peer_address = p->conn->info().peer_address;
+    st.receive = p->conn->receive_counters();
   }
   st.credit = c.credit;
   st.queued = c.queued;

@@ -132,6 +132,8 @@ struct PeerStats {
   std::uint64_t lost = 0;  // accepted by send()/reply() but never posted: the connection ended
   std::uint64_t held_released = 0;  // held when the connection ended: can no longer be answered
   double stalled_ms = 0;  // how long messages have waited for credit without a break (0: none)
+  // The connection's reads: octets, and of them those read straight into place (tcp).
+  transport::ReceiveCounters receive;
   std::string local_address;
   std::string peer_address;
 };

@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -111,8 +110,7 @@ IoResult read_some(int fd, std::span<std::uint8_t> into) {
   }
 }
 
-IoResult read_some(int fd, std::span<std::uint8_t> first, std::span<std::uint8_t> then) {
-  std::array<iovec, 2> parts{iovec{first.data(), first.size()}, iovec{then.data(), then.size()}};
+IoResult read_some(int fd, std::span<const iovec> parts) {
   for (;;) {
     const ssize_t n = ::readv(fd, parts.data(), static_cast<int>(parts.size()));
     if (n > 0) return IoResult{static_cast<std::size_t>(n)};

@@ -73,9 +73,9 @@ struct IoResult {
   int error = 0;             // errno of a hard failure (ECONNRESET, EPIPE...)
 };
 IoResult read_some(int fd, std::span<std::uint8_t> into);
-// One read into `first`, then what more came into `then` (readv): a payload read straight to
-// its place and whatever follows it.
-IoResult read_some(int fd, std::span<std::uint8_t> first, std::span<std::uint8_t> then);
+// One read filling `parts` in order (readv): a header, a payload read straight to its place,
+// whatever follows it.
+IoResult read_some(int fd, std::span<const iovec> parts);
 // sendmsg with MSG_NOSIGNAL: a peer reset is an error value, never SIGPIPE.
 IoResult write_some(int fd, std::span<const iovec> parts);
 

@@ -63,6 +63,15 @@ std::optional<UlpduInProgress> FpduDecoder::ulpdu_in_progress() const {
   return UlpduInProgress{std::span<const std::uint8_t>(buffer_).first(held), have_, ulpdu_length_};
 }
 
+std::optional<UlpduInProgress> FpduDecoder::next_ulpdu(std::span<const std::uint8_t> peeked) const {
+  if (options_.markers || !at_boundary() || peeked.size() < kUlpduLengthLen) return std::nullopt;
+  const std::uint16_t length = load_be16(peeked.data());
+  if (check_length(length)) return std::nullopt;
+  const auto head = peeked.subspan(kUlpduLengthLen).first(
+      std::min<std::size_t>(length, peeked.size() - kUlpduLengthLen));
+  return UlpduInProgress{head, head.size(), length};
+}
+
 void FpduDecoder::place(std::span<const std::uint8_t> octets) {
   if (octets.empty()) return;
   if (placed_.empty()) placed_.offset = have_;

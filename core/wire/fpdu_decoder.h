@@ -78,6 +78,11 @@ class FpduDecoder {
   // The ULPDU still arriving, if its next octets may be placed by the caller: markers off,
   // inside its ULPDU (not its pad), and nothing of it came through step() since a place().
   std::optional<UlpduInProgress> ulpdu_in_progress() const;
+  // The ULPDU the next FPDU carries, from its first octets looked at before they are read
+  // (MSG_PEEK) at a boundary: its length field, then `peeked` - 2 octets of the ULPDU as
+  // head and received. nullopt with markers on, off a boundary, with under 2 octets, or a
+  // length the decoder would refuse. Feed the octets looked at to step() before place().
+  std::optional<UlpduInProgress> next_ulpdu(std::span<const std::uint8_t> peeked) const;
   // The ULPDU's next octets, read by the caller where it placed them: at most
   // length - received of ulpdu_in_progress(), which must have a value. Counted into the CRC
   // and the stream position, not kept.

@@ -161,6 +161,7 @@ struct Lab {
     double bytes_placed = 0;
     double bytes_borrowed = 0;  // of bytes_placed, Written from the application's buffer
     double bytes_copied = 0;
+    double octets_read_to_place = 0;  // read by the receiving side straight into place
   };
   Traffic traffic() const {
     Traffic t;
@@ -171,6 +172,9 @@ struct Lab {
         t.bytes_placed += static_cast<double>(c->bytes_placed);
         t.bytes_borrowed += static_cast<double>(c->bytes_borrowed);
         t.bytes_copied += static_cast<double>(c->bytes_copied);
+      }
+      if (auto st = ep.session_stats(id)) {
+        t.octets_read_to_place += static_cast<double>(st->receive.octets_placed);
       }
     };
     add(client, session);
@@ -189,7 +193,8 @@ Lab::Traffic per_op(const Lab::Traffic& before, const Lab::Traffic& after, doubl
   return {(after.messages - before.messages) / ops, (after.writes - before.writes) / ops,
           (after.bytes_placed - before.bytes_placed) / ops,
           (after.bytes_borrowed - before.bytes_borrowed) / ops,
-          (after.bytes_copied - before.bytes_copied) / ops};
+          (after.bytes_copied - before.bytes_copied) / ops,
+          (after.octets_read_to_place - before.octets_read_to_place) / ops};
 }
 
 // One stream, `chunk`-octet sends for `seconds`, the reader on a thread of its own reading
@@ -523,7 +528,8 @@ nlohmann::json traffic_json(const Lab::Traffic& t) {
           {"writes", t.writes},
           {"bytes_placed", t.bytes_placed},
           {"bytes_borrowed", t.bytes_borrowed},
-          {"bytes_copied", t.bytes_copied}};
+          {"bytes_copied", t.bytes_copied},
+          {"octets_read_to_place", t.octets_read_to_place}};
 }
 
 }  // namespace
@@ -724,12 +730,15 @@ int main(int argc, char** argv) {
   r.cost_rows("stream opened, echoed (one at a time)", opens.m.cost, tcp_connects.cost,
               std::nullopt, std::nullopt);
   // "from the app": placed by a Write straight from the application's buffer, never copied
-  // into the send ring (StreamSession::borrow).
-  std::printf("\n%-36s %10s %10s %14s %14s %14s\n", "stream layer, per operation", "messages",
-              "Writes", "octets placed", "from the app", "octets copied");
+  // into the send ring (StreamSession::borrow). "read to place": of the Writes' octets, those
+  // the receiving side read from its socket straight into the reader's sink (direct data
+  // placement, tcp_connection_state.h), not through its receive buffer.
+  std::printf("\n%-36s %10s %10s %14s %14s %14s %14s\n", "stream layer, per operation",
+              "messages", "Writes", "octets placed", "from the app", "read to place",
+              "octets copied");
   auto traffic_row = [&](const char* op, const Lab::Traffic& t) {
-    std::printf("%-36s %10.2f %10.2f %14.1f %14.1f %14.1f\n", op, t.messages, t.writes,
-                t.bytes_placed, t.bytes_borrowed, t.bytes_copied);
+    std::printf("%-36s %10.2f %10.2f %14.1f %14.1f %14.1f %14.1f\n", op, t.messages, t.writes,
+                t.bytes_placed, t.bytes_borrowed, t.octets_read_to_place, t.bytes_copied);
     r.doc["traffic_per_operation"][op] = traffic_json(t);
   };
   traffic_row("64 B round trip", rtt.per_op);

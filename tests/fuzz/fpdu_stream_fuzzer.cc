@@ -51,6 +51,8 @@ constexpr std::size_t kMaxConstructedStream = 72 * 1024;
 constexpr std::size_t kMaxOctetFedStream = 16 * 1024;
 constexpr std::size_t kMaxConstructedUlpdus = 64;
 constexpr std::size_t kMinConstructedUlpdu = kDdpUntaggedHeaderLen;
+// What the tcp provider looks at before a read: the length field and a tagged header.
+constexpr std::size_t kPeekLen = kUlpduLengthLen + kDdpTaggedHeaderLen;
 
 struct DecodeResult {
   std::vector<Bytes> ulpdus;
@@ -65,7 +67,7 @@ struct DecodeResult {
 // are placed instead (FpduDecoder::place) and put back into the ULPDU handed out.
 template <class NextPiece, class PlaceSome>
 DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> stream,
-                    NextPiece next_piece, PlaceSome place_some) {
+                    NextPiece next_piece, PlaceSome place_some, bool look = false) {
   FpduDecoder decoder(options);
   DecodeResult r;
   Bytes placed;  // the octets placed of the ULPDU in progress, from placed_at on
@@ -88,6 +90,15 @@ DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> st
       }
     }
     auto piece = stream.first(std::min(stream.size(), next_piece(stream.size())));
+    // At a boundary, what next_ulpdu reads from the next octets looked at is what the
+    // decoder holds once it has them (the tcp provider's MSG_PEEK).
+    std::optional<UlpduInProgress> announced;
+    bool looked = false;
+    if (look && decoder.at_boundary() && !options.markers && piece.size() >= kPeekLen) {
+      piece = stream.first(kPeekLen);
+      announced = decoder.next_ulpdu(piece);
+      looked = true;
+    }
     stream = stream.subspan(piece.size());
     while (!piece.empty()) {
       auto step = decoder.step(piece);
@@ -111,6 +122,21 @@ DecodeResult decode(const FpduOptions& options, std::span<const std::uint8_t> st
         fuzz_check(step->placed.empty(), "a placed range without a ULPDU");
       }
       piece = piece.subspan(step->consumed);
+    }
+    if (looked && !announced) {
+      fuzz_check(r.error.has_value(), "next_ulpdu refused a length the decoder took");
+    }
+    if (announced) {
+      fuzz_check(!r.error, "a ULPDU next_ulpdu announced failed in its first octets");
+      const auto held = decoder.ulpdu_in_progress();
+      fuzz_check(held.has_value() || announced->length == kDdpTaggedHeaderLen,
+                 "next_ulpdu announced a ULPDU the decoder does not hold");
+      if (held) {
+        fuzz_check(held->length == announced->length && held->received == announced->received &&
+                       std::equal(held->head.begin(), held->head.end(), announced->head.begin(),
+                                  announced->head.end()),
+                   "next_ulpdu and the decoder disagree");
+      }
     }
   }
   if (r.error) {
@@ -235,7 +261,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 1: return to_come;
       default: return rng.in_range(1, to_come);
     }
-  });
+  }, /*look=*/true);
   check_same(whole, placing, "fed whole and fed with octets placed by the caller disagree");
 
   if (!whole.error) {

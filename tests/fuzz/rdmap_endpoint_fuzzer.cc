@@ -4,7 +4,12 @@
 // this is where a bounds mistake would be a memory error; ASan watches every placement.
 // Input: [config octet] then ULPDUs, each as a 16-bit length and that many octets. The
 // endpoint has two registered regions, posted receives, and outstanding Reads of its own;
-// after each ULPDU its outgoing ULPDUs and completions are drained.
+// after each ULPDU its outgoing ULPDUs and completions are drained. With config bit 0x40,
+// each ULPDU is first offered for direct placement (placement_target, as the tcp provider
+// does once its head arrived): a place it names must lie in the remote-writable region and
+// hold exactly the rest of the ULPDU; the harness puts the octets there, hands the ULPDU over
+// with that range garbled (FpduStep::placed), and the Write must read back whole.
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -90,7 +95,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto base = first_offset(remote_stag, remote);
       store_be64(&ulpdu[18 + 20], base + (load_be64(&ulpdu[18 + 20]) & 0x1fff));
     }
-    ep.on_ulpdu(ulpdu);
+    const bool offer = (config & 0x40) != 0 && ulpdu.size() >= 14;
+    const std::size_t head = offer ? std::min(ulpdu.size(), 14 + n % 64) : 0;
+    const std::span<std::uint8_t> place =
+        offer ? ep.placement_target({std::span<const std::uint8_t>(ulpdu).first(head), head,
+                                     ulpdu.size()})
+              : std::span<std::uint8_t>{};
+    if (!place.empty()) {
+      fuzz_check(place.size() == ulpdu.size() - head, "the place is not the ULPDU's rest");
+      fuzz_check(place.data() >= remote.data() &&
+                     place.data() + place.size() <= remote.data() + remote.size(),
+                 "the place lies outside the remote-writable region");
+      std::copy(ulpdu.begin() + static_cast<long>(head), ulpdu.end(), place.begin());
+      const std::vector<std::uint8_t> sent = ulpdu;
+      std::fill(ulpdu.begin() + static_cast<long>(head), ulpdu.end(), 0xee);
+      ep.on_ulpdu(ulpdu, wire::PlacedRange{head, place.size()});
+      if (ep.state() == rdmap::EndpointState::kRunning) {
+        const std::uint8_t* payload = place.data() - (head - 14);
+        fuzz_check(std::equal(sent.begin() + 14, sent.end(), payload),
+                   "a Write placed in part by the caller does not read back whole");
+      }
+    } else {
+      ep.on_ulpdu(ulpdu);
+    }
     drain();
   }
   ep.on_connection_lost();

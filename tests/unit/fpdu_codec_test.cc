@@ -602,5 +602,33 @@ TEST(FpduPlacement, NothingToPlaceWithMarkersInThePadOrAfterOctetsCameThroughSte
       << "with markers the payload's octets are not contiguous on the wire";
 }
 
+TEST(FpduPlacement, TheNextUlpduIsReadFromOctetsLookedAtOnlyAtABoundary) {
+  const Bytes ulpdu = pattern(30000, 4);
+  FpduEncoder encoder(kCrcNoMarkers);
+  const Bytes wire = encode_stream(encoder, {ulpdu});
+  const std::span<const std::uint8_t> peeked = std::span<const std::uint8_t>(wire).first(16);
+  FpduDecoder decoder(kCrcNoMarkers);
+  auto next = decoder.next_ulpdu(peeked);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->length, 30000u);
+  EXPECT_EQ(next->received, 14u);
+  EXPECT_EQ(Bytes(next->head.begin(), next->head.end()), Bytes(ulpdu.begin(), ulpdu.begin() + 14));
+  EXPECT_FALSE(decoder.next_ulpdu(peeked.first(1)).has_value()) << "no length field yet";
+  const Bytes too_short = hex("00 05 00 00 00 00 00 00");
+  EXPECT_FALSE(decoder.next_ulpdu(too_short).has_value()) << "a length step() would refuse";
+
+  // The octets looked at, then read: the decoder is inside that ULPDU, ready to place.
+  ASSERT_TRUE(decoder.step(peeked).has_value());
+  EXPECT_FALSE(decoder.next_ulpdu(peeked).has_value()) << "not at a boundary";
+  auto inside = decoder.ulpdu_in_progress();
+  ASSERT_TRUE(inside.has_value());
+  EXPECT_EQ(inside->received, 14u);
+  EXPECT_EQ(inside->length, 30000u);
+
+  FpduOptions markers = kCrcNoMarkers;
+  markers.markers = true;
+  EXPECT_FALSE(FpduDecoder(markers).next_ulpdu(peeked).has_value());
+}
+
 }  // namespace
 }  // namespace rdma_interop::wire

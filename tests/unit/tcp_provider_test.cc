@@ -842,7 +842,8 @@ struct RawInitiator {
 
 // Direct data placement (tcp_connection_state.h): once a Write's header is in, the rest of
 // its payload is read straight into the registered memory it names. A Write sent in two
-// parts, the second after the first was read, is placed whole and correct; a corrupt octet
+// parts, the second after the first was read, is placed whole and correct; so is one sent
+// whole after it (its header looked at before it is read); a corrupt octet
 // in the part read to its place fails the CRC there as anywhere (RFC 5044 s8: Terminate,
 // LLP layer), and the connection ends.
 TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByTheCrc) {
@@ -878,6 +879,19 @@ TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByT
   EXPECT_GE(counters.octets_placed, 2u + 14u + kLen - 10000u - 8192u) << counters.reads
                                                                        << " reads";
   EXPECT_LE(counters.octets_placed, 2u + 14u + kLen - 10000u);
+
+  // The next Write whole: the reader is at a boundary after a large ULPDU, so it looks at
+  // the header first (MSG_PEEK) and reads the payload to its place with it.
+  const auto whole = pattern(kLen, 23);
+  const auto fpdu = raw.write_fpdu(stag, to, whole);
+  const std::uint64_t octets = counters.octets;
+  raw.send(fpdu);
+  ASSERT_TRUE(eventually(
+      [&] { return responder_->receive_counters().octets == octets + fpdu.size(); }));
+  EXPECT_EQ(sink, whole);
+  const auto after_whole = responder_->receive_counters();
+  EXPECT_GE(after_whole.octets_placed - counters.octets_placed, kLen - 8192u);
+  counters = after_whole;
 
   auto bad = raw.write_fpdu(stag, to, pattern(kLen, 22));
   bad[40000] ^= 0x01;

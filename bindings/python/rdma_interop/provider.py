@@ -51,6 +51,7 @@ from rdma_interop._core import (
     MpaPolicy,
     NegotiatedParams,
     Personality,
+    ReceiveCounters,
     WorkCompletion,
 )
 from rdma_interop.completion_enums import WcOpcode, WcStatus
@@ -100,6 +101,7 @@ __all__ = [
     "PostError",
     "Provider",
     "QpCaps",
+    "ReceiveCounters",
     "Refusal",
     "Rtr",
     "RtrCheck",
@@ -475,6 +477,12 @@ class Connection:
     @property
     def terminate_sent(self) -> Terminate | None:
         return self._core.terminate_sent
+
+    @property
+    def receive_counters(self) -> ReceiveCounters:
+        """Reads, octets read, and of them those read straight into the registered memory
+        an RDMA Write named (direct data placement; zero on verbs, whose device places)."""
+        return self._core.receive_counters
 
     def disconnect(self, timeout_ms: int = 1000) -> None:
         """Orderly close: outstanding FPDUs go out, then TCP FIN. Waits up to timeout_ms."""

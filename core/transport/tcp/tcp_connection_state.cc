@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <array>
@@ -283,7 +284,8 @@ bool TcpConnectionState::wait_and_read(int socket, runtime::WakeFd wake, Millis 
   if (phase_ == Phase::kClosed || released_) return true;
   using Kind = runtime::SocketWait::Result::Kind;
   if (r.kind == Kind::kData || r.kind == Kind::kEof || r.kind == Kind::kError) {
-    take_read(r.bytes, r.kind != Kind::kData, r.kind == Kind::kError ? r.error : 0);
+    take_read(r.bytes, r.kind != Kind::kData, r.kind == Kind::kError ? r.error : 0,
+              Placement{});
   }  // else woken or timed out: nothing was read, and the caller looks at why
   if (phase_ != Phase::kClosed) act_on_endpoint();
   return true;
@@ -466,10 +468,18 @@ void TcpConnectionState::read_socket() {
   // A thread waiting in wait_and_read() reads this socket: its octets come first.
   if (rx_reading_) return;
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
-    const std::span<std::uint8_t> place = placement_target();
-    const runtime::IoResult r =
-        place.empty() ? runtime::read_some(fd_.get(), rx_buffer())
-                      : runtime::read_some(fd_.get(), place, rx_buffer().first(kPlacementTail));
+    const Placement place = placement();
+    runtime::IoResult r;
+    if (place.to.empty()) {
+      r = runtime::read_some(fd_.get(), rx_buffer());
+    } else {
+      const std::span<std::uint8_t> buffer = rx_buffer();
+      const std::array<iovec, 3> parts{iovec{buffer.data(), place.before},
+                                       iovec{place.to.data(), place.to.size()},
+                                       iovec{buffer.data() + place.before, kPlacementTail}};
+      r = runtime::read_some(fd_.get(), place.before == 0 ? std::span(parts).subspan(1)
+                                                          : std::span(parts));
+    }
     if (r.would_block) {
       rx_drained_ = true;
       return;
@@ -478,18 +488,31 @@ void TcpConnectionState::read_socket() {
   }
 }
 
-std::span<std::uint8_t> TcpConnectionState::placement_target() {
+TcpConnectionState::Placement TcpConnectionState::placement() {
   if (stream_failed_ || released_) return {};
-  const auto ulpdu = decoder_.ulpdu_in_progress();
+  if (const auto ulpdu = decoder_.ulpdu_in_progress()) {
+    if (ulpdu->length - ulpdu->received < kPlacementMin) return {};
+    return {0, endpoint_.placement_target(*ulpdu)};
+  }
+  if (!rx_large_seen_ || !decoder_.at_boundary()) return {};
+  // The length field and a tagged DDP header: enough to tell a Write and where it goes.
+  std::array<std::uint8_t, wire::kUlpduLengthLen + wire::kDdpTaggedHeaderLen> header;
+  const ssize_t n = ::recv(fd_.get(), header.data(), header.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n != static_cast<ssize_t>(header.size())) return {};
+  const auto ulpdu = decoder_.next_ulpdu(header);
   if (!ulpdu || ulpdu->length - ulpdu->received < kPlacementMin) return {};
-  return endpoint_.placement_target(*ulpdu);
+  const std::span<std::uint8_t> to = endpoint_.placement_target(*ulpdu);
+  if (to.empty()) return {};
+  return {header.size(), to};
 }
 
 bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error,
-                                   std::span<std::uint8_t> placed) {
+                                   const Placement& placement) {
   ++rx_reads_;
   // A full read may have left more behind: the next receive reads without waiting.
-  const std::size_t asked = placed.empty() ? rx_buffer().size() : placed.size() + kPlacementTail;
+  const std::size_t asked = placement.to.empty()
+                                ? rx_buffer().size()
+                                : placement.before + placement.to.size() + kPlacementTail;
   rx_drained_ = closed || bytes < asked;
   if (closed) {
     on_peer_closed(error != 0, error);
@@ -498,12 +521,18 @@ bool TcpConnectionState::take_read(std::size_t bytes, bool closed, int error,
   const bool full = !rx_drained_;
   ++rx_counters_.reads;
   rx_counters_.octets += bytes;
-  placed = placed.first(std::min(bytes, placed.size()));
-  if (!placed.empty() && !stream_failed_ && !released_) {
-    decoder_.place(placed);
-    rx_counters_.octets_placed += placed.size();
+  const std::size_t before = std::min(bytes, placement.before);
+  rx_large_seen_ = false;
+  feed(rx_buffer().first(before));
+  const std::size_t placed = std::min(bytes - before, placement.to.size());
+  if (placed > 0 && !stream_failed_ && !released_) {
+    // The header read first put the decoder inside this Write (the octets are the ones
+    // looked at: nobody else reads this socket meanwhile).
+    decoder_.place(placement.to.first(placed));
+    rx_counters_.octets_placed += placed;
+    rx_large_seen_ = true;
   }
-  feed(rx_buffer().first(bytes - placed.size()));
+  feed(rx_buffer().subspan(placement.before, bytes - before - placed));
   return full;
 }
 
@@ -521,7 +550,10 @@ void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {
       return;
     }
     octets = octets.subspan(step->consumed);
-    if (step->ulpdu) endpoint_.on_ulpdu(*step->ulpdu, step->placed);
+    if (step->ulpdu) {
+      rx_large_seen_ = rx_large_seen_ || step->ulpdu->size() >= kPlacementMin;
+      endpoint_.on_ulpdu(*step->ulpdu, step->placed);
+    }
   }
 }
 

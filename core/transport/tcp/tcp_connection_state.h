@@ -8,8 +8,12 @@
 // the registry cannot change under it) goes straight to the Write's place
 // (RdmapEndpoint::placement_target), and only what follows the payload into the receive
 // buffer, at most kPlacementTail: a large Write's octets are copied once, by the kernel, as
-// a receive into the application's buffer is over raw TCP. wait_and_read's RECV, made
-// without mu_, reads into the receive buffer only.
+// a receive into the application's buffer is over raw TCP. At an FPDU boundary, after a read
+// that carried a large ULPDU, the next FPDU's header is looked at first (MSG_PEEK): when it
+// is such a Write, one readv takes the header, the payload to its place and the tail. On
+// loopback a reader's reads mostly end where the writer's sendmsg did, at a boundary, so
+// without the look nothing of a stream of 64 KiB Writes was placed directly.
+// wait_and_read's RECV, made without mu_, reads into the receive buffer only.
 // Transmit: RdmapEndpoint::next_outgoing -> FpduEncoder -> one sendmsg of the slices of up
 // to 16 ready frames, closing at 128 KiB (the payload straight from registered memory; a
 // batch posted with post_sends is framed whole first, so a Write and its Send share one);
@@ -129,12 +133,18 @@ class TcpConnectionState : public runtime::IoHandler,
   // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted,
   // then fed to the decoder, or the peer's close. True when the buffer came back full: more
   // may be waiting.
-  // `placed`: where the read's first octets went instead of rx_buffer() (placement_target);
-  // the rest of `bytes`, if any, is in rx_buffer().
-  bool take_read(std::size_t bytes, bool closed, int error, std::span<std::uint8_t> placed = {});
-  // Where the next read's first octets go: the rest of a Write's payload the decoder is
-  // inside, if that is at least kPlacementMin; empty otherwise.
-  std::span<std::uint8_t> placement_target();
+  // Where one read's octets go: its first `before` to rx_buffer(), the next `to.size()` to
+  // `to` (a Write's payload, placed), the rest to rx_buffer() after the first `before`.
+  struct Placement {
+    std::size_t before = 0;
+    std::span<std::uint8_t> to;
+  };
+  bool take_read(std::size_t bytes, bool closed, int error, const Placement& placement);
+  // Where the next read goes: the rest of a Write's payload the decoder is inside, if at
+  // least kPlacementMin; or, at a boundary after a read that carried a large ULPDU, the
+  // next FPDU's header (looked at with MSG_PEEK) then its payload, if it is such a Write.
+  // Nothing to place otherwise.
+  Placement placement();
   void transmit();
   struct TxBatch;      // the FPDUs of one write (tcp_connection_state.cc)
   void write_ready();  // transmit()'s loop, by the one writer
@@ -206,6 +216,7 @@ class TcpConnectionState : public runtime::IoHandler,
   bool rx_drained_ = false;      // the last read left nothing behind (EAGAIN, short, end, error)
   std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
   ReceiveCounters rx_counters_;
+  bool rx_large_seen_ = false;  // the last read carried a large ULPDU: look at the next header
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
   bool rx_reading_ = false;      // a thread in wait_and_read() owns the socket's reads
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
