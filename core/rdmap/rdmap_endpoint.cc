@@ -156,7 +156,7 @@ std::optional<PostError> RdmapEndpoint::post_recv(const RecvWr& wr) {
 
 std::span<std::uint8_t> RdmapEndpoint::placement_target(const wire::UlpduInProgress& u) const {
   if (state_ != EndpointState::kRunning || u.head.size() < wire::kDdpTaggedHeaderLen ||
-      u.length < u.received) {
+      u.received < u.head.size() || u.length < u.received) {
     return {};
   }
   auto segment = wire::decode_ddp_segment(u.head);

@@ -115,7 +115,10 @@ class RdmapEndpoint {
   // then (a region deregistered between two reads) is answered with its Terminate, as
   // always. What a segment that fails its CRC placed stays where it is: a Write's octets
   // are the application's only once a message after it is delivered (RFC 5040 s5.5),
-  // which a failed stream never does (siw places before it checks the CRC too).
+  // which a failed stream never does (siw places before it checks the CRC too). The CRC
+  // is then computed over the memory the octets were read into: whatever else writes it
+  // meanwhile (the application, another connection's Write to the same region) fails the
+  // check and is blamed on the peer, as in siw.
   std::span<std::uint8_t> placement_target(const wire::UlpduInProgress& ulpdu) const;
   // The FPDU stream failed (CRC, markers...): answer with terminate_for(error).
   void on_stream_error(wire::WireError error);

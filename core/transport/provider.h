@@ -152,6 +152,8 @@ struct ReceiveCounters {
   // Of them, octets read straight into the registered memory an RDMA Write named, with no
   // copy after the kernel's (RdmapEndpoint::placement_target).
   std::uint64_t octets_placed = 0;
+
+  friend bool operator==(const ReceiveCounters&, const ReceiveCounters&) = default;
 };
 
 class Connection {

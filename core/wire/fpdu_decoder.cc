@@ -74,6 +74,10 @@ std::optional<UlpduInProgress> FpduDecoder::next_ulpdu(std::span<const std::uint
 
 void FpduDecoder::place(std::span<const std::uint8_t> octets) {
   if (octets.empty()) return;
+  if (!ulpdu_in_progress() || octets.size() > ulpdu_length_ - have_) {
+    state_ = State::kFailed;  // more than the ULPDU holds would overrun step()'s buffer
+    return;
+  }
   if (placed_.empty()) placed_.offset = have_;
   placed_.length += octets.size();
   if (options_.crc) crc_running_ = crc32c_update(crc_running_, octets);

@@ -75,6 +75,9 @@ class FpduDecoder {
 
   std::uint64_t stream_position() const { return stream_position_; }
   std::uint64_t fpdus_decoded() const { return fpdus_decoded_; }
+  // Direct placement needs markers off: with them a payload's octets are not contiguous on
+  // the wire (RFC 5044 s4.3).
+  bool can_place() const { return !options_.markers; }
   // The ULPDU still arriving, if its next octets may be placed by the caller: markers off,
   // inside its ULPDU (not its pad), and nothing of it came through step() since a place().
   std::optional<UlpduInProgress> ulpdu_in_progress() const;
@@ -85,7 +88,8 @@ class FpduDecoder {
   std::optional<UlpduInProgress> next_ulpdu(std::span<const std::uint8_t> peeked) const;
   // The ULPDU's next octets, read by the caller where it placed them: at most
   // length - received of ulpdu_in_progress(), which must have a value. Counted into the CRC
-  // and the stream position, not kept.
+  // and the stream position, not kept. Called otherwise (a caller's mistake), the decoder
+  // fails: step() then answers kFpduStreamFailed.
   void place(std::span<const std::uint8_t> octets);
 
   // True between FPDUs (no partial FPDU buffered): where a clean close may happen.

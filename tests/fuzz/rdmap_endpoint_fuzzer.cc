@@ -95,23 +95,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const auto base = first_offset(remote_stag, remote);
       store_be64(&ulpdu[18 + 20], base + (load_be64(&ulpdu[18 + 20]) & 0x1fff));
     }
+    // The decoder holds `head` octets; with n % 3 == 0, `received` counts octets of it placed
+    // before (a second read to the place), so the place asked for starts further on.
     const bool offer = (config & 0x40) != 0 && ulpdu.size() >= 14;
     const std::size_t head = offer ? std::min(ulpdu.size(), 14 + n % 64) : 0;
+    const std::size_t received = n % 3 == 0 ? std::min(ulpdu.size(), head + n % 50) : head;
     const std::span<std::uint8_t> place =
-        offer ? ep.placement_target({std::span<const std::uint8_t>(ulpdu).first(head), head,
+        offer ? ep.placement_target({std::span<const std::uint8_t>(ulpdu).first(head), received,
                                      ulpdu.size()})
               : std::span<std::uint8_t>{};
     if (!place.empty()) {
-      fuzz_check(place.size() == ulpdu.size() - head, "the place is not the ULPDU's rest");
-      fuzz_check(place.data() >= remote.data() &&
+      fuzz_check(place.size() == ulpdu.size() - received, "the place is not the ULPDU's rest");
+      std::uint8_t* const payload = place.data() - (received - 14);
+      fuzz_check(payload >= remote.data() &&
                      place.data() + place.size() <= remote.data() + remote.size(),
-                 "the place lies outside the remote-writable region");
-      std::copy(ulpdu.begin() + static_cast<long>(head), ulpdu.end(), place.begin());
+                 "the Write's place lies outside the remote-writable region");
+      // The harness places what follows the head, as the reads after it would have.
+      std::copy(ulpdu.begin() + static_cast<long>(head), ulpdu.end(), payload + (head - 14));
       const std::vector<std::uint8_t> sent = ulpdu;
       std::fill(ulpdu.begin() + static_cast<long>(head), ulpdu.end(), 0xee);
-      ep.on_ulpdu(ulpdu, wire::PlacedRange{head, place.size()});
+      ep.on_ulpdu(ulpdu, wire::PlacedRange{head, ulpdu.size() - head});
       if (ep.state() == rdmap::EndpointState::kRunning) {
-        const std::uint8_t* payload = place.data() - (head - 14);
         fuzz_check(std::equal(sent.begin() + 14, sent.end(), payload),
                    "a Write placed in part by the caller does not read back whole");
       }

@@ -343,6 +343,11 @@ def test_rdma_write_and_read_64k_verified(connect_pair: Callable[..., Pair]) -> 
     [recv] = collect(res.poll_completions, 1)
     assert (recv.opcode, recv.byte_len) == (WcOpcode.RECV, 0)
     assert sink == data
+    # What the responder read: the Write's octets at least, some of them perhaps straight to
+    # the sink (direct placement: how many depends on how the reads fell).
+    got = res.receive_counters
+    assert got.octets >= SIXTY_FOUR_KIB and 0 < got.reads and got.octets_placed <= got.octets, got
+    assert got == res.receive_counters  # nothing more came: the Send was the last
 
     # RDMA Read: the Read completes once the whole Read Response is placed.
     landing = bytearray(SIXTY_FOUR_KIB)

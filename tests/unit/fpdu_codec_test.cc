@@ -602,6 +602,16 @@ TEST(FpduPlacement, NothingToPlaceWithMarkersInThePadOrAfterOctetsCameThroughSte
       << "with markers the payload's octets are not contiguous on the wire";
 }
 
+TEST(FpduPlacement, PlacingMoreThanTheUlpduHoldsFailsTheDecoder) {
+  HalfRead h = fed_up_to(pattern(20000, 6), 100);
+  const Bytes too_much(20000, 0);  // 19902 of the ULPDU are to come
+  h.decoder.place(too_much);
+  EXPECT_FALSE(h.decoder.ulpdu_in_progress().has_value());
+  auto step = h.decoder.step(std::span<const std::uint8_t>(h.wire).subspan(100));
+  ASSERT_FALSE(step.has_value());
+  EXPECT_EQ(step.error(), WireError::kFpduStreamFailed);
+}
+
 TEST(FpduPlacement, TheNextUlpduIsReadFromOctetsLookedAtOnlyAtABoundary) {
   const Bytes ulpdu = pattern(30000, 4);
   FpduEncoder encoder(kCrcNoMarkers);

@@ -27,11 +27,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/runtime/socket_util.h"
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
+#include "core/wire/ddp_segment.h"
 #include "core/wire/fpdu_decoder.h"
 #include "core/wire/fpdu_encoder.h"
-#include "core/wire/ddp_segment.h"
 #include "core/wire/mpa_frame.h"
 #include "eventually.h"
 
@@ -226,6 +227,9 @@ class TcpProviderTest : public ::testing::Test {
     EXPECT_EQ(received->byte_len, length);
     EXPECT_TRUE(std::equal(source.begin(), source.end(), sink.begin()));
   }
+
+  // A RawInitiator (below) connected to a new listener, and responder_ its accepted end.
+  std::unique_ptr<struct RawInitiator> accept_raw();
 
   std::vector<std::uint8_t>& kept(std::vector<std::uint8_t> buffer) {
     return memory_.emplace_back(std::move(buffer));
@@ -441,6 +445,10 @@ TEST_F(TcpProviderTest, MarkersAndCrcWithAReadRtr) {
   EXPECT_TRUE(initiator_->info().params.markers_from_peer);
   write_and_read_64k();
   send_and_verify(*responder_, *initiator_, 3000, 13);
+  // With markers a payload's octets are not contiguous on the wire: none is read to its place.
+  EXPECT_GT(responder_->receive_counters().octets, 64u * 1024);
+  EXPECT_EQ(responder_->receive_counters().octets_placed, 0u);
+  EXPECT_EQ(initiator_->receive_counters().octets_placed, 0u);
 }
 
 // A small MULPDU (a peer's, or ours) cuts every message into hundreds of FPDUs, which the
@@ -840,6 +848,18 @@ struct RawInitiator {
   wire::FpduEncoder encoder{wire::FpduOptions{.crc = true}};
 };
 
+std::unique_ptr<RawInitiator> TcpProviderTest::accept_raw() {
+  start_listener(responder_policy());
+  auto raw = std::make_unique<RawInitiator>(where_.port);
+  auto request = listener_->next_request(kWait);
+  if (request == nullptr) return nullptr;
+  auto accepted = request->accept({}, {});
+  if (!accepted) return nullptr;
+  responder_ = std::move(*accepted);
+  if (!raw->read_reply()) return nullptr;
+  return raw;
+}
+
 // Direct data placement (tcp_connection_state.h): once a Write's header is in, the rest of
 // its payload is read straight into the registered memory it names. A Write sent in two
 // parts, the second after the first was read, is placed whole and correct; so is one sent
@@ -847,14 +867,9 @@ struct RawInitiator {
 // in the part read to its place fails the CRC there as anywhere (RFC 5044 s8: Terminate,
 // LLP layer), and the connection ends.
 TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByTheCrc) {
-  start_listener(responder_policy());
-  RawInitiator raw(where_.port);
-  auto request = listener_->next_request(kWait);
-  ASSERT_NE(request, nullptr);
-  auto accepted = request->accept({}, {});
-  ASSERT_TRUE(accepted.has_value()) << to_string(accepted.error());
-  responder_ = std::move(*accepted);
-  ASSERT_TRUE(raw.read_reply());
+  auto raw_ptr = accept_raw();
+  ASSERT_TRUE(raw_ptr);
+  RawInitiator& raw = *raw_ptr;
   constexpr std::size_t kLen = 60000;
   auto& sink = kept(std::vector<std::uint8_t>(kLen, 0));
   const auto stag = responder_->register_memory(sink.data(), sink.size(), rdmap::kRemoteWrite);
@@ -864,13 +879,15 @@ TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByT
   const auto send_cut = [&](std::span<const std::uint8_t> fpdu, std::size_t cut) {
     const std::uint64_t before = responder_->receive_counters().octets;
     raw.send(fpdu.first(cut));
-    ASSERT_TRUE(eventually([&] { return responder_->receive_counters().octets == before + cut; }));
+    if (!eventually([&] { return responder_->receive_counters().octets == before + cut; })) {
+      return false;
+    }
     raw.send(fpdu.subspan(cut));
-    ASSERT_TRUE(eventually(
-        [&] { return responder_->receive_counters().octets == before + fpdu.size(); }));
+    return eventually(
+        [&] { return responder_->receive_counters().octets == before + fpdu.size(); });
   };
   const auto good = pattern(kLen, 21);
-  send_cut(raw.write_fpdu(stag, to, good), 10000);
+  ASSERT_TRUE(send_cut(raw.write_fpdu(stag, to, good), 10000));
   EXPECT_EQ(sink, good);
   EXPECT_EQ(responder_->state(), ConnectionState::kConnected);
   auto counters = responder_->receive_counters();
@@ -895,12 +912,31 @@ TEST_F(TcpProviderTest, AWritesPayloadIsReadStraightToItsPlaceAndStillCheckedByT
 
   auto bad = raw.write_fpdu(stag, to, pattern(kLen, 22));
   bad[40000] ^= 0x01;
-  send_cut(bad, 10000);
+  ASSERT_TRUE(send_cut(bad, 10000));
   ASSERT_TRUE(eventually([&] { return responder_->terminate_sent().has_value(); }));
   EXPECT_EQ(responder_->terminate_sent()->cause.layer, wire::TermLayer::kLlp);
   EXPECT_EQ(responder_->state(), ConnectionState::kError);
   EXPECT_GT(responder_->receive_counters().octets_placed, counters.octets_placed + 30000)
       << "the corrupt octet was read to its place, and caught there";
+}
+
+// The look at the next header (MSG_PEEK) after a large Write takes a pending reset as any
+// recv does: it is reported as the reset it is, not as the orderly close the read after it
+// would see.
+TEST_F(TcpProviderTest, AResetAfterALargeWriteIsAResetNotAClose) {
+  auto raw = accept_raw();
+  ASSERT_TRUE(raw);
+  auto& sink = kept(std::vector<std::uint8_t>(60000, 0));
+  const auto stag = responder_->register_memory(sink.data(), sink.size(), rdmap::kRemoteWrite);
+  const auto fpdu = raw->write_fpdu(stag, offset_of(*responder_, stag, sink), pattern(60000, 3));
+  raw->send(fpdu);
+  ASSERT_TRUE(eventually([&] { return responder_->receive_counters().octets == fpdu.size(); }));
+  runtime::set_abortive_close(raw->fd);
+  raw.reset();
+  ASSERT_TRUE(eventually([&] { return responder_->state() != ConnectionState::kConnected; }));
+  EXPECT_EQ(responder_->state(), ConnectionState::kError) << responder_->error_detail();
+  EXPECT_NE(responder_->error_detail().find("reset"), std::string::npos)
+      << responder_->error_detail();
 }
 
 TEST_F(TcpProviderTest, RequestTimeoutIsCounted) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <utility>
 
 #include "core/runtime/socket_wait.h"
@@ -18,13 +19,22 @@ namespace {
 constexpr std::size_t kRxBufferSize = 256 * 1024;
 constexpr int kReadsPerWakeup = 4;            // then let other connections run
 // Direct placement (see the header): a read goes to a Write's place when at least this much
-// of its payload is to come; a shorter rest costs a syscall more than it saves in copying.
+// of its payload is to come. Such a read stops at the payload's end plus kPlacementTail, where
+// a read into the receive buffer takes up to 256 KiB: for a short rest, the reads that
+// follows it cost more than the copy saved.
 constexpr std::size_t kPlacementMin = 8 * 1024;
 // What a read to a Write's place takes after the payload: the Write's CRC, the Send that
 // announces it, the next FPDU's header. The next payload's first octets beyond that would be
 // copied twice (into the decoder, then to their place): a long tail reads fewer times but
 // copies more.
 constexpr std::size_t kPlacementTail = 2 * 1024;
+
+// A ULPDU worth looking for another like it after (placement()): a large RDMA Write.
+bool is_large_write(std::span<const std::uint8_t> ulpdu) {
+  return ulpdu.size() >= kPlacementMin && (ulpdu[0] & wire::kDdpFlagTagged) != 0 &&
+         (ulpdu[1] & wire::kRdmapOpcodeMask) ==
+             static_cast<std::uint8_t>(wire::RdmapOpcode::kRdmaWrite);
+}
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // A batch of FPDUs for one sendmsg closes once it holds this much: a 64 KiB Write's two
 // FPDUs and the Send posted with it (post_sends) leave together, one sendmsg and one wake-up
@@ -469,6 +479,10 @@ void TcpConnectionState::read_socket() {
   if (rx_reading_) return;
   for (int i = 0; i < kReadsPerWakeup && phase_ != Phase::kClosed; ++i) {
     const Placement place = placement();
+    if (place.error != 0) {  // the look took the socket's error: it is this read's
+      take_read(0, true, place.error, place);
+      return;
+    }
     runtime::IoResult r;
     if (place.to.empty()) {
       r = runtime::read_some(fd_.get(), rx_buffer());
@@ -494,10 +508,18 @@ TcpConnectionState::Placement TcpConnectionState::placement() {
     if (ulpdu->length - ulpdu->received < kPlacementMin) return {};
     return {0, endpoint_.placement_target(*ulpdu)};
   }
-  if (!rx_large_seen_ || !decoder_.at_boundary()) return {};
+  if (!rx_large_seen_ || !decoder_.at_boundary() || !decoder_.can_place() ||
+      endpoint_.state() != rdmap::EndpointState::kRunning) {
+    return {};
+  }
   // The length field and a tagged DDP header: enough to tell a Write and where it goes.
   std::array<std::uint8_t, wire::kUlpduLengthLen + wire::kDdpTaggedHeaderLen> header;
   const ssize_t n = ::recv(fd_.get(), header.data(), header.size(), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    // A recv takes the socket's pending error (a reset) even when it only looks: the read
+    // after it would see a plain end of stream.
+    return {.before = 0, .to = {}, .error = errno};
+  }
   if (n != static_cast<ssize_t>(header.size())) return {};
   const auto ulpdu = decoder_.next_ulpdu(header);
   if (!ulpdu || ulpdu->length - ulpdu->received < kPlacementMin) return {};
@@ -551,7 +573,7 @@ void TcpConnectionState::feed(std::span<const std::uint8_t> octets) {
     }
     octets = octets.subspan(step->consumed);
     if (step->ulpdu) {
-      rx_large_seen_ = rx_large_seen_ || step->ulpdu->size() >= kPlacementMin;
+      rx_large_seen_ = rx_large_seen_ || (decoder_.can_place() && is_large_write(*step->ulpdu));
       endpoint_.on_ulpdu(*step->ulpdu, step->placed);
     }
   }

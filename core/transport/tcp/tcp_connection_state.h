@@ -129,16 +129,17 @@ class TcpConnectionState : public runtime::IoHandler,
   // This thread's receive buffer (read_socket's and wait_and_read's).
   static std::span<std::uint8_t> rx_buffer();
   void feed(std::span<const std::uint8_t> octets);
-  // What one read of the socket brought into rx_buffer(), taken the same way whoever read it
-  // (read_socket()'s read_some on any receiving thread, or wait_and_read()'s RECV): counted,
-  // then fed to the decoder, or the peer's close. True when the buffer came back full: more
-  // may be waiting.
   // Where one read's octets go: its first `before` to rx_buffer(), the next `to.size()` to
   // `to` (a Write's payload, placed), the rest to rx_buffer() after the first `before`.
   struct Placement {
     std::size_t before = 0;
     std::span<std::uint8_t> to;
+    int error = 0;  // the look at the next header found the socket failed (errno)
   };
+  // What one read of the socket brought, taken the same way whoever read it (read_socket()'s
+  // read_some on any receiving thread, or wait_and_read()'s RECV into rx_buffer()): counted,
+  // then fed to the decoder (and placed where `placement` says), or the peer's close. True
+  // when the read took all it asked for: more may be waiting.
   bool take_read(std::size_t bytes, bool closed, int error, const Placement& placement);
   // Where the next read goes: the rest of a Write's payload the decoder is inside, if at
   // least kPlacementMin; or, at a boundary after a read that carried a large ULPDU, the
@@ -216,7 +217,7 @@ class TcpConnectionState : public runtime::IoHandler,
   bool rx_drained_ = false;      // the last read left nothing behind (EAGAIN, short, end, error)
   std::uint64_t rx_reads_ = 0;   // reads that brought something (octets, the end, an error)
   ReceiveCounters rx_counters_;
-  bool rx_large_seen_ = false;  // the last read carried a large ULPDU: look at the next header
+  bool rx_large_seen_ = false;  // the last read carried a large Write: look at the next header
   bool rx_claimed_ = false;      // a polling thread receives; no EPOLLIN on the event thread
   bool rx_reading_ = false;      // a thread in wait_and_read() owns the socket's reads
   std::uint32_t receivers_ = 0;  // threads between enter_receive and leave_receive
