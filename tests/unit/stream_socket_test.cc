@@ -3,9 +3,7 @@
 // TCP client whose octets all arrive, and a declining server that keeps the TCP connection.
 #include "core/stream/stream_socket.h"
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +15,7 @@
 #include "core/transport/provider_registry.h"
 #include "core/transport/provider_uri.h"
 #include "eventually.h"
+#include "loopback_socket.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -48,15 +47,7 @@ struct PlainEcho {
   std::atomic<int> connections{0};
   std::thread thread;
   PlainEcho() {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(fd, 8), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
+    fd = test_util::listen_loopback(port, 8);
     thread = std::thread([this] {
       for (;;) {
         const int c = ::accept(fd, nullptr, nullptr);
@@ -223,12 +214,7 @@ TEST(StreamSocket, APlainClientKeepsEveryOctetItSent) {
   auto server = node();
   auto listener = server->listen("127.0.0.1", 0);
   ASSERT_TRUE(listener.has_value());
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons((*listener)->port());
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = test_util::connect_loopback((*listener)->port());
   const std::string request = "GET / HTTP/1.0\r\n\r\n";
   ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
   auto s = (*listener)->accept(5s);
@@ -284,14 +270,8 @@ TEST(StreamSocket, AnAnswerNamingAnotherServersIdDoesNotDrawItsStreams) {
   auto impostor_uri = impostor.serve(*transport::parse_provider_uri("tcp://127.0.0.1:0"));
   ASSERT_TRUE(impostor_uri.has_value()) << impostor_uri.error();
   impostor.listen(port);
-  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(lfd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::uint16_t answerer_port = 0;
+  const int lfd = test_util::listen_loopback(answerer_port);
   std::thread answerer([&] {
     const int c = ::accept(lfd, nullptr, nullptr);
     std::uint8_t buf[512];
@@ -309,7 +289,7 @@ TEST(StreamSocket, AnAnswerNamingAnotherServersIdDoesNotDrawItsStreams) {
     ::close(c);
   });
   auto client = node();
-  auto visit = client->connect("127.0.0.1", ntohs(a.sin_port), 5s);
+  auto visit = client->connect("127.0.0.1", answerer_port, 5s);
   answerer.join();
   ::close(lfd);
   ASSERT_TRUE(visit.has_value()) << visit.error().detail;

@@ -3,9 +3,7 @@
 // a time, the plain-peer cache's expiry and bound, and real sockets on 127.0.0.1: plain TCP
 // servers (one speaks first, one waits, one answers garbage) against UpgradeClient, a plain
 // client against UpgradeServer with every octet it sent kept, and the two engines upgrading.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 
 #include "core/stream/plain_peer_cache.h"
 #include "core/stream/upgrade.h"
+#include "loopback_socket.h"
 
 namespace rdma_interop::stream {
 namespace {
@@ -578,28 +577,9 @@ class Socket {
 };
 
 // A listener on 127.0.0.1, port chosen by the kernel.
-Socket listen_loopback(std::uint16_t& port) {
-  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  EXPECT_EQ(::listen(s.get(), 4), 0);
-  socklen_t len = sizeof a;
-  EXPECT_EQ(::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-  port = ntohs(a.sin_port);
-  return s;
-}
+Socket listen_loopback(std::uint16_t& port) { return Socket(test_util::listen_loopback(port)); }
 
-Socket connect_loopback(std::uint16_t port) {
-  Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  EXPECT_EQ(::connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return s;
-}
+Socket connect_loopback(std::uint16_t port) { return Socket(test_util::connect_loopback(port)); }
 
 void send_all(int fd, const Octets& data) {
   std::size_t done = 0;

@@ -1,9 +1,7 @@
 // The tcp provider's listen backlog over real loopback sockets: a slot held until the
 // application decides, the overflow Reject our initiator reports as backlog_full, the drop
 // policy, the decision timeout, a half-open flood, and the initiator's retries.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +16,7 @@
 #include "core/transport/provider.h"
 #include "core/transport/provider_uri.h"
 #include "eventually.h"
+#include "loopback_socket.h"
 
 namespace rdma_interop::transport {
 namespace {
@@ -68,15 +67,7 @@ class TcpBacklogTest : public ::testing::Test {
     });
   }
 
-  int raw_connect() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(where_.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
-  }
+  int raw_connect() { return test_util::connect_loopback(where_.port); }
 
   std::unique_ptr<Provider> provider_;
   std::unique_ptr<Listener> listener_;

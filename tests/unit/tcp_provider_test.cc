@@ -2,10 +2,8 @@
 // verified bytes, setup failures seen from both sides, bad input, completion queues shared
 // by connections (and overrun), Terminates the application asks for, and no leaked
 // descriptors.
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,6 +33,7 @@
 #include "core/wire/fpdu_encoder.h"
 #include "core/wire/mpa_frame.h"
 #include "eventually.h"
+#include "loopback_socket.h"
 
 namespace rdma_interop::transport {
 namespace {
@@ -128,7 +127,9 @@ std::vector<WorkCompletion> collect(Connection& c, std::size_t count, Millis tim
   return got;
 }
 
+using test_util::connect_loopback;
 using test_util::eventually;
+using test_util::listen_loopback;
 
 using ConnectResult = Expected<std::unique_ptr<Connection>, ConnectError>;
 
@@ -768,12 +769,7 @@ TEST_F(TcpProviderTest, Revision2InitiatorWithoutFallbackFailsOnReset) {
 TEST_F(TcpProviderTest, GarbageFromARawSocketIsCountedAndTheListenerCarriesOn) {
   start_listener(responder_policy());
   {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(where_.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const int fd = connect_loopback(where_.port);
     const std::string garbage = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     ASSERT_EQ(::write(fd, garbage.data(), garbage.size()),
               static_cast<ssize_t>(garbage.size()));
@@ -798,12 +794,7 @@ TEST_F(TcpProviderTest, GarbageFromARawSocketIsCountedAndTheListenerCarriesOn) {
 // it (our own initiator sends each batch in one sendmsg): MPA revision 2 with CRC, no RTR.
 struct RawInitiator {
   explicit RawInitiator(std::uint16_t port) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    fd = connect_loopback(port);
     wire::MpaFrame request;
     request.crc = true;
     request.revision = wire::kMpaRevision2;
@@ -943,12 +934,7 @@ TEST_F(TcpProviderTest, RequestTimeoutIsCounted) {
   MpaPolicy resp = responder_policy();
   resp.request_timeout = 200ms;
   start_listener(resp);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(where_.port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = connect_loopback(where_.port);
   EXPECT_TRUE(eventually([&] { return listener_->counters().half_open_expired == 1; }, 3000ms));
   EXPECT_EQ(listener_->counters().half_open_aborted, 0u);
   EXPECT_EQ(listener_->counters().half_open, 0u);
@@ -976,25 +962,20 @@ TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndIsUnreachable) {
   // progress, the zero-length send that tests it says EAGAIN, and the connect waits for
   // POLLOUT until its deadline. The MPA Reply timeout, shorter here, does not run meanwhile:
   // the peer is unreachable, not silent.
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 0), 0);
-  socklen_t length = sizeof a;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &length), 0);
+  std::uint16_t port = 0;
+  const int fd = listen_loopback(port, 0);
+  const sockaddr_in a = test_util::loopback_address(port);
   std::vector<int> fillers;
   for (int i = 0; i < 2; ++i) {  // a backlog of 0 queues one; the second makes sure
     const int f = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ::connect(f, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::connect(f, reinterpret_cast<const sockaddr*>(&a), sizeof a);
     fillers.push_back(f);
   }
   auto o = options(initiator_policy());
   o.policy.reply_timeout = 100ms;
   o.timeout = 300ms;
   const auto t0 = std::chrono::steady_clock::now();
-  auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", ntohs(a.sin_port)}, o);
+  auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", port}, o);
   const auto took = std::chrono::steady_clock::now() - t0;
   ASSERT_FALSE(result.has_value());
   // No SYN-ACK: unreachable (ETIMEDOUT), not a listener that kept the Request waiting.
@@ -1008,18 +989,11 @@ TEST_F(TcpProviderTest, AConnectStillInProgressIsWaitedForAndIsUnreachable) {
 
 TEST_F(TcpProviderTest, SilentPeerGivesAReplyTimeout) {
   // A TCP listener that never speaks MPA.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::uint16_t port = 0;
+  const int fd = listen_loopback(port);
   MpaPolicy init = initiator_policy();
   init.reply_timeout = 200ms;
-  auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", ntohs(a.sin_port)},
-                                   options(init));
+  auto result = provider_->connect(ProviderUri{"tcp", "127.0.0.1", port}, options(init));
   ::close(fd);
   ASSERT_FALSE(result.has_value());
   ASSERT_TRUE(result.error().failure.has_value());
