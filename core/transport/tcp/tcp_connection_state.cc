@@ -21,7 +21,7 @@ constexpr int kReadsPerWakeup = 4;            // then let other connections run
 // Direct placement (see the header): a read goes to a Write's place when at least this much
 // of its payload is to come. Such a read stops at the payload's end plus kPlacementTail, where
 // a read into the receive buffer takes up to 256 KiB: for a short rest, the reads that
-// follows it cost more than the copy saved.
+// follow it cost more than the copy saved.
 constexpr std::size_t kPlacementMin = 8 * 1024;
 // What a read to a Write's place takes after the payload: the Write's CRC, the Send that
 // announces it, the next FPDU's header. The next payload's first octets beyond that would be
@@ -29,12 +29,6 @@ constexpr std::size_t kPlacementMin = 8 * 1024;
 // copies more.
 constexpr std::size_t kPlacementTail = 2 * 1024;
 
-// A ULPDU worth looking for another like it after (placement()): a large RDMA Write.
-bool is_large_write(std::span<const std::uint8_t> ulpdu) {
-  return ulpdu.size() >= kPlacementMin && (ulpdu[0] & wire::kDdpFlagTagged) != 0 &&
-         (ulpdu[1] & wire::kRdmapOpcodeMask) ==
-             static_cast<std::uint8_t>(wire::RdmapOpcode::kRdmaWrite);
-}
 constexpr std::size_t kMaxIovPerCall = 1024;  // UIO_MAXIOV
 // A batch of FPDUs for one sendmsg closes once it holds this much: a 64 KiB Write's two
 // FPDUs and the Send posted with it (post_sends) leave together, one sendmsg and one wake-up
@@ -51,6 +45,13 @@ constexpr auto kTerminateLinger = std::chrono::seconds(2);
 constexpr auto kClaimIdle = std::chrono::milliseconds(2);
 // The longest single wait poll_completions sleeps (poll(2) takes an int of milliseconds).
 constexpr Millis kLongestWait = std::chrono::hours(24);
+
+// A ULPDU worth looking for another like it after (placement()): a large RDMA Write.
+bool is_large_write(std::span<const std::uint8_t> ulpdu) {
+  return ulpdu.size() >= kPlacementMin && (ulpdu[0] & wire::kDdpFlagTagged) != 0 &&
+         (ulpdu[1] & wire::kRdmapOpcodeMask) ==
+             static_cast<std::uint8_t>(wire::RdmapOpcode::kRdmaWrite);
+}
 
 // The MULPDU we send with: the caller's, within what the FPDU framing can carry (markers
 // cap it so every FPDUPTR fits in 16 bits, RFC 5044 s4.3).
